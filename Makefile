@@ -1,0 +1,44 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Both create or refresh the virtualenv in .venv first (idempotent).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# The stamp changes whenever pyproject.toml does, so edits reinstall.
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+PYSPARK_VERSION := 4.3.0
+
+export SPARK_LOCAL_IP := 127.0.0.1
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: install test test-fast demo bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[dev]'
+	# pyspark-client (a dependency of the Airflow Spark provider) overwrites
+	# pyspark's python files with its own release: put pyspark's back.
+	$(PIP) install -q --force-reinstall --no-deps pyspark==$(PYSPARK_VERSION)
+	$(PY) -c "import pyspark, sys; v = pyspark.__version__; sys.exit(0 if v == '$(PYSPARK_VERSION)' else 'pyspark is ' + v)"
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+demo: install
+	$(PY) -m layout_core.cli demo
+
+bench: install
+	$(PY) -m layout_core.cli bench sun --json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

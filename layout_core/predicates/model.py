@@ -1,0 +1,331 @@
+"""Immutable predicates over the columns of one table.
+
+A predicate is a tree of small frozen dataclasses. Atoms name a `Column` (its
+name and a type kind) and literal values already coerced to that type.
+`conj`, `disj` and `negate` build simplified, canonically ordered trees, so two
+predicates that differ only in the order of AND/OR operands compare equal.
+`negate` pushes NOT down to the atoms (negation normal form), which is valid
+in SQL's three-valued logic: NOT(x < 5) is TRUE exactly when x >= 5 is.
+
+`Opaque` holds anything the model does not understand (functions, UDFs,
+scalar subqueries). Reasoning treats it as unknown; only a syntactically
+identical, deterministic expression is known to match it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Iterable, Union
+
+Value = Union[int, Decimal, float, str, bool, dt.date, dt.datetime]
+
+# Type kinds a column can have; literals are coerced to the column's kind.
+KINDS = ("int", "decimal", "float", "string", "date", "timestamp", "bool", "other")
+
+COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
+_NEGATED_OP = {"=": "<>", "<>": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_FLIPPED_OP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Column:
+    name: str
+    kind: str = "other"
+
+
+class Predicate:
+    """Base class of every predicate node."""
+
+    __slots__ = ()
+
+    def columns(self) -> frozenset[str]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Const(Predicate):
+    value: bool
+
+    def columns(self) -> frozenset[str]:
+        return frozenset()
+
+
+TRUE = Const(True)
+FALSE = Const(False)
+
+
+@dataclass(frozen=True, slots=True)
+class Compare(Predicate):
+    """column <op> literal."""
+
+    column: Column
+    op: str
+    value: Value
+
+    def columns(self) -> frozenset[str]:
+        return frozenset([self.column.name])
+
+
+@dataclass(frozen=True, slots=True)
+class Between(Predicate):
+    """column [NOT] BETWEEN low AND high (inclusive, as in SQL)."""
+
+    column: Column
+    low: Value
+    high: Value
+    negated: bool = False
+
+    def columns(self) -> frozenset[str]:
+        return frozenset([self.column.name])
+
+
+@dataclass(frozen=True, slots=True)
+class InList(Predicate):
+    """column [NOT] IN (values). A NULL in the list is kept as `has_null`:
+    `x NOT IN (1, NULL)` is never TRUE."""
+
+    column: Column
+    values: frozenset
+    negated: bool = False
+    has_null: bool = False
+
+    def columns(self) -> frozenset[str]:
+        return frozenset([self.column.name])
+
+
+@dataclass(frozen=True, slots=True)
+class Like(Predicate):
+    """column [NOT] LIKE pattern, with Spark's escape character (default backslash)."""
+
+    column: Column
+    pattern: str
+    negated: bool = False
+    escape: str = "\\"
+
+    def columns(self) -> frozenset[str]:
+        return frozenset([self.column.name])
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull(Predicate):
+    column: Column
+    negated: bool = False
+
+    def columns(self) -> frozenset[str]:
+        return frozenset([self.column.name])
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnCompare(Predicate):
+    """left <op> right, both columns of the same table."""
+
+    left: Column
+    op: str
+    right: Column
+
+    def columns(self) -> frozenset[str]:
+        return frozenset([self.left.name, self.right.name])
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """One PK -> FK step of an induction path: parent.key = child.fk."""
+
+    parent_table: str
+    parent_column: str
+    child_table: str
+    child_column: str
+
+    def __str__(self) -> str:
+        return f"{self.parent_table}.{self.parent_column}->{self.child_table}.{self.child_column}"
+
+
+@dataclass(frozen=True, slots=True)
+class JoinInduced(Predicate):
+    """target.fk IN (SELECT key FROM parent WHERE ... source predicate ...).
+
+    `hops` leads from the source table to the target table, each hop from a
+    primary key to a foreign key that references it, so every target row has
+    at most one source row: that makes implication and disjointness follow
+    from those of the source predicates.
+    """
+
+    hops: tuple[Hop, ...]
+    source: Predicate
+    negated: bool = False
+
+    @property
+    def column(self) -> Column:
+        return Column(self.hops[-1].child_column, "other")
+
+    @property
+    def source_table(self) -> str:
+        return self.hops[0].parent_table
+
+    @property
+    def target_table(self) -> str:
+        return self.hops[-1].child_table
+
+    def columns(self) -> frozenset[str]:
+        return frozenset([self.hops[-1].child_column])
+
+
+# Functions whose value can differ between two evaluations of the same text.
+NONDETERMINISTIC_FUNCTIONS = frozenset(
+    """rand randn random uuid shuffle current_date current_timestamp curdate now
+    localtimestamp current_timezone unix_timestamp monotonically_increasing_id
+    spark_partition_id input_file_name input_file_block_start input_file_block_length
+    try_reflect reflect java_method""".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Opaque(Predicate):
+    """A boolean expression the model does not understand, kept as canonical SQL."""
+
+    sql: str
+    cols: frozenset = field(default_factory=frozenset)
+    deterministic: bool = True
+    negated: bool = False
+
+    def columns(self) -> frozenset[str]:
+        return self.cols
+
+
+@dataclass(frozen=True, slots=True)
+class And(Predicate):
+    children: tuple[Predicate, ...]
+
+    def columns(self) -> frozenset[str]:
+        return frozenset().union(*(c.columns() for c in self.children))
+
+
+@dataclass(frozen=True, slots=True)
+class Or(Predicate):
+    children: tuple[Predicate, ...]
+
+    def columns(self) -> frozenset[str]:
+        return frozenset().union(*(c.columns() for c in self.children))
+
+
+ATOMS = (Compare, Between, InList, Like, IsNull, ColumnCompare, JoinInduced, Opaque)
+
+
+def sort_key(p: Predicate) -> str:
+    return repr(p)
+
+
+def conj(*parts: Predicate | Iterable[Predicate]) -> Predicate:
+    """AND of the parts, flattened, deduplicated, canonically ordered."""
+    flat: list[Predicate] = []
+    for part in _flatten_args(parts):
+        if isinstance(part, And):
+            flat.extend(part.children)
+        else:
+            flat.append(part)
+    kept: dict[Predicate, None] = {}
+    for p in flat:
+        if p == FALSE:
+            return FALSE
+        if p != TRUE:
+            kept[p] = None
+    if not kept:
+        return TRUE
+    if len(kept) == 1:
+        return next(iter(kept))
+    return And(tuple(sorted(kept, key=sort_key)))
+
+
+def disj(*parts: Predicate | Iterable[Predicate]) -> Predicate:
+    """OR of the parts, flattened, deduplicated, canonically ordered."""
+    flat: list[Predicate] = []
+    for part in _flatten_args(parts):
+        if isinstance(part, Or):
+            flat.extend(part.children)
+        else:
+            flat.append(part)
+    kept: dict[Predicate, None] = {}
+    for p in flat:
+        if p == TRUE:
+            return TRUE
+        if p != FALSE:
+            kept[p] = None
+    if not kept:
+        return FALSE
+    if len(kept) == 1:
+        return next(iter(kept))
+    return Or(tuple(sorted(kept, key=sort_key)))
+
+
+def _flatten_args(parts) -> list[Predicate]:
+    out: list[Predicate] = []
+    for part in parts:
+        if isinstance(part, Predicate):
+            out.append(part)
+        else:
+            out.extend(part)
+    return out
+
+
+def negate(p: Predicate) -> Predicate:
+    """NOT p, pushed down to the atoms (valid under three-valued logic)."""
+    if isinstance(p, Const):
+        return Const(not p.value)
+    if isinstance(p, And):
+        return disj(negate(c) for c in p.children)
+    if isinstance(p, Or):
+        return conj(negate(c) for c in p.children)
+    if isinstance(p, Compare):
+        return Compare(p.column, _NEGATED_OP[p.op], p.value)
+    if isinstance(p, ColumnCompare):
+        return ColumnCompare(p.left, _NEGATED_OP[p.op], p.right)
+    if isinstance(p, (Between, InList, Like, IsNull, JoinInduced, Opaque)):
+        return _with_negated(p, not p.negated)
+    raise TypeError(f"not a predicate: {p!r}")
+
+
+def _with_negated(p, negated: bool):
+    import dataclasses
+
+    return dataclasses.replace(p, negated=negated)
+
+
+def flip(op: str) -> str:
+    """The operator with its operands swapped: a < b  <=>  b > a."""
+    return _FLIPPED_OP[op]
+
+
+def conjuncts(p: Predicate) -> tuple[Predicate, ...]:
+    if isinstance(p, And):
+        return p.children
+    if p == TRUE:
+        return ()
+    return (p,)
+
+
+def in_list(column: Column, values: Iterable[Any], negated: bool = False) -> Predicate:
+    """IN list from raw values; NULLs in the list become `has_null`."""
+    vals = list(values)
+    has_null = any(v is None for v in vals)
+    return InList(column, frozenset(v for v in vals if v is not None), negated, has_null)
+
+
+def map_atoms(p: Predicate, fn) -> Predicate:
+    """Rebuild p with every atom replaced by fn(atom) (fn may return TRUE/FALSE)."""
+    if isinstance(p, And):
+        return conj(map_atoms(c, fn) for c in p.children)
+    if isinstance(p, Or):
+        return disj(map_atoms(c, fn) for c in p.children)
+    if isinstance(p, Const):
+        return p
+    return fn(p)
+
+
+def atoms(p: Predicate) -> Iterable[Predicate]:
+    if isinstance(p, (And, Or)):
+        for c in p.children:
+            yield from atoms(c)
+    elif not isinstance(p, Const):
+        yield p

@@ -1,0 +1,34 @@
+"""Building SparkSessions the way these machines need them (imported lazily by jobs)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def local_session(app_name: str, master: str | None = None, extra: dict | None = None):
+    """A SparkSession on loopback with the UI off; master defaults to local[2].
+
+    `LAYOUT_SPARK_MASTER` overrides the master, so the same code runs on a
+    standalone cluster.
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or os.environ.get("LAYOUT_SPARK_MASTER", "local[2]"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.driver.memory", os.environ.get("LAYOUT_SPARK_DRIVER_MEMORY", "4g"))
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

@@ -1,0 +1,232 @@
+"""sqlglot boolean expressions -> predicates over qualified columns.
+
+Columns are named `<ref>.<column>` where ref identifies one table reference
+of the query, so a predicate may span several tables; `project(p, ref)` then
+keeps what it says about one reference. Whatever the model does not
+understand becomes `Opaque` (never used to skip), with its SQL written
+without table qualifiers so that, if it touches one table only, it is still
+a valid cut on that table.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlglot import exp
+
+from ..predicates import (
+    FALSE,
+    TRUE,
+    Between,
+    Column,
+    ColumnCompare,
+    Compare,
+    Const,
+    InList,
+    IsNull,
+    Like,
+    Opaque,
+    Predicate,
+    conj,
+    disj,
+    map_atoms,
+    negate,
+)
+from ..predicates.model import NONDETERMINISTIC_FUNCTIONS, flip
+from .literals import NOT_CONSTANT, coerce, fold
+
+# Resolves a qualified sqlglot column to (ref key, Column) or None when it is
+# not a column of a base table reference (a derived table's output, say).
+Resolver = Callable[[exp.Column], "tuple[str, Column] | None"]
+
+_COMPARISONS = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+# A column name for "depends on a subquery": projection never keeps such atoms.
+SUBQUERY_MARK = "<subquery>"
+
+
+def qualified(ref: str, column: Column) -> Column:
+    return Column(f"{ref}.{column.name}", column.kind)
+
+
+def split_qualified(name: str) -> tuple[str, str]:
+    ref, _, column = name.partition(".")
+    return ref, column
+
+
+def to_predicate(node: exp.Expression, resolve: Resolver) -> Predicate:
+    """The predicate for a boolean SQL expression (NOT pushed to the atoms)."""
+    if isinstance(node, exp.Paren):
+        return to_predicate(node.this, resolve)
+    if isinstance(node, exp.And):
+        return conj(to_predicate(node.this, resolve), to_predicate(node.expression, resolve))
+    if isinstance(node, exp.Or):
+        return disj(to_predicate(node.this, resolve), to_predicate(node.expression, resolve))
+    if isinstance(node, exp.Not):
+        return negate(to_predicate(node.this, resolve))
+    if isinstance(node, exp.Boolean):
+        return TRUE if node.this else FALSE
+    atom = _atom(node, resolve)
+    return atom if atom is not None else _opaque(node, resolve)
+
+
+def _column(node: exp.Expression, resolve: Resolver) -> Column | None:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Column):
+        found = resolve(node)
+        if found is not None:
+            ref, col = found
+            return qualified(ref, col)
+    return None
+
+
+def _constant(node: exp.Expression, column: Column):
+    return coerce(fold(node), column.kind)
+
+
+def _atom(node: exp.Expression, resolve: Resolver) -> Predicate | None:
+    op = _COMPARISONS.get(type(node))
+    if op is not None:
+        return _comparison(node.this, op, node.expression, resolve)
+    if isinstance(node, exp.Between):
+        col = _column(node.this, resolve)
+        if col is None:
+            return None
+        low, high = _constant(node.args["low"], col), _constant(node.args["high"], col)
+        if low is NOT_CONSTANT or high is NOT_CONSTANT:
+            return None
+        return Between(col, low, high)
+    if isinstance(node, exp.In):
+        return _in(node, resolve)
+    if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like):
+        escape = fold(node.expression)
+        if not (isinstance(escape, str) and len(escape) == 1):
+            return None
+        return _like(node.this, resolve, escape)
+    if isinstance(node, exp.Like):
+        return _like(node, resolve, "\\")
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        col = _column(node.this, resolve)
+        return IsNull(col) if col is not None else None
+    if isinstance(node, exp.Column):
+        col = _column(node, resolve)
+        if col is not None and col.kind == "bool":
+            return Compare(col, "=", True)
+    return None
+
+
+def _comparison(left, op: str, right, resolve: Resolver) -> Predicate | None:
+    lcol, rcol = _column(left, resolve), _column(right, resolve)
+    if lcol is not None and rcol is not None:
+        return ColumnCompare(lcol, op, rcol)
+    if lcol is None and rcol is not None:
+        left, right, lcol, op = right, left, rcol, flip(op)
+    if lcol is None:
+        return None
+    value = fold(right)
+    if value is None:
+        return None  # `x = NULL` is never TRUE, nor is its negation: leave it opaque
+    value = coerce(value, lcol.kind)
+    return None if value is NOT_CONSTANT else Compare(lcol, op, value)
+
+
+def _in(node: exp.In, resolve: Resolver) -> Predicate | None:
+    if node.args.get("query") is not None or node.args.get("unnest") is not None:
+        return None
+    col = _column(node.this, resolve)
+    if col is None:
+        return None
+    values = []
+    has_null = False
+    for item in node.expressions:
+        raw = fold(item)
+        if raw is None:
+            has_null = True
+            continue
+        value = coerce(raw, col.kind)
+        if value is NOT_CONSTANT:
+            return None
+        values.append(value)
+    return InList(col, frozenset(values), False, has_null)
+
+
+def _like(node: exp.Like, resolve: Resolver, escape: str) -> Predicate | None:
+    col = _column(node.this, resolve)
+    pattern = fold(node.expression)
+    if col is None or col.kind != "string" or not isinstance(pattern, str):
+        return None
+    like = Like(col, pattern, False, escape)
+    return negate(like) if node.args.get("negate") else like
+
+
+def _opaque(node: exp.Expression, resolve: Resolver) -> Predicate:
+    cols: set[str] = set()
+    if node.find(exp.Subquery, exp.Exists, exp.Select) is not None:
+        cols.add(SUBQUERY_MARK)
+    unqualified = node.copy()
+    for c in unqualified.find_all(exp.Column):
+        found = resolve(c)
+        if found is None:
+            cols.add(SUBQUERY_MARK)  # a derived table's column or an outer reference we cannot place
+        else:
+            ref, col = found
+            cols.add(f"{ref}.{col.name}")
+        c.set("table", None)
+        c.set("db", None)
+        c.set("catalog", None)
+    return Opaque(
+        unqualified.sql(dialect="spark"),
+        frozenset(cols),
+        deterministic=_is_deterministic(node),
+    )
+
+
+def _is_deterministic(node: exp.Expression) -> bool:
+    for f in node.find_all(exp.Func):
+        name = (f.name if isinstance(f, exp.Anonymous) else f.sql_name()).lower()
+        if name in NONDETERMINISTIC_FUNCTIONS or isinstance(f, (exp.Rand, exp.Randn)):
+            return False
+    return True
+
+
+def project(p: Predicate, ref: str) -> Predicate:
+    """What p says about reference `ref` alone, over its plain column names.
+
+    Atoms that touch other references (or subqueries) become TRUE. Since p is
+    in negation normal form every atom occurs positively, so this only
+    weakens p: every row combination making p TRUE makes the projection TRUE.
+    """
+    prefix = ref + "."
+
+    def keep(atom: Predicate) -> Predicate:
+        cols = atom.columns()
+        if not cols or not all(c.startswith(prefix) for c in cols):
+            return TRUE
+        return _unqualify(atom, prefix)
+
+    return map_atoms(p, keep)
+
+
+def _unqualify(atom: Predicate, prefix: str) -> Predicate:
+    import dataclasses
+
+    def strip(c: Column) -> Column:
+        return Column(c.name[len(prefix):], c.kind)
+
+    if isinstance(atom, ColumnCompare):
+        return ColumnCompare(strip(atom.left), atom.op, strip(atom.right))
+    if isinstance(atom, Opaque):
+        return dataclasses.replace(atom, cols=frozenset(c[len(prefix):] for c in atom.cols))
+    return dataclasses.replace(atom, column=strip(atom.column))
+
+
+def refs_of(p: Predicate) -> frozenset[str]:
+    """The references a predicate touches (SUBQUERY_MARK included when present)."""
+    out = set()
+    for c in p.columns():
+        out.add(SUBQUERY_MARK if c == SUBQUERY_MARK else split_qualified(c)[0])
+    return frozenset(out)
+
+
+__all__ = ["to_predicate", "project", "qualified", "split_qualified", "refs_of", "SUBQUERY_MARK", "Const"]

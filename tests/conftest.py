@@ -1,0 +1,66 @@
+"""Shared fixtures: one SparkSession per test session, a tiny TPC-H, catalog URLs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local SparkSession shared by every test (startup costs ~10 s)."""
+    from layout_core.spark_session import local_session
+
+    session = local_session("layout-tests")
+    yield session
+    session.stop()
+
+
+def _tpchgen() -> str:
+    exe = Path(sys.executable).with_name("tpchgen-cli")
+    return str(exe) if exe.exists() else (shutil.which("tpchgen-cli") or "tpchgen-cli")
+
+
+@pytest.fixture(scope="session")
+def tpch_sf001(tmp_path_factory) -> Path:
+    """TPC-H at scale factor 0.01 as one Parquet file per table (about 1 s to make)."""
+    out = tmp_path_factory.mktemp("tpch_sf001")
+    subprocess.run([_tpchgen(), "parquet", "-s", "0.01", f"--output-dir={out}", "-q"], check=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tpch_views(spark, tpch_sf001):
+    """The 8 TPC-H tables registered as Spark temp views over the SF 0.01 Parquet files."""
+    for table in TPCH_TABLES:
+        spark.read.parquet(str(tpch_sf001 / f"{table}.parquet")).createOrReplaceTempView(table)
+    return TPCH_TABLES
+
+
+def pg_url() -> str | None:
+    return os.environ.get("LAYOUT_TEST_PG_URL") or None
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def catalog_url(request, tmp_path):
+    """A fresh, empty catalog database: a SQLite file, and PostgreSQL when configured."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'catalog.db'}"
+        return
+    url = pg_url()
+    if not url:
+        pytest.skip("PostgreSQL tests need LAYOUT_TEST_PG_URL (e.g. postgresql+psycopg2://postgres@127.0.0.1:5432/test)")
+    from tests.pg_scratch import scratch_pg_schema
+
+    with scratch_pg_schema(url) as scoped_url:
+        yield scoped_url
