@@ -1,0 +1,563 @@
+"""The layout catalog: a real database, through SQLAlchemy Core.
+
+Layout versions move building -> active -> retired -> purged (or building ->
+failed -> purged). Every state change that readers must never see half-done
+(activating one version while retiring the previous one, reserving block ids)
+happens in one transaction. Writers of one table are serialized by locking its
+row in `layout_tables` (SELECT ... FOR UPDATE on PostgreSQL; on SQLite every
+write transaction is BEGIN IMMEDIATE, which takes the database write lock).
+
+JSON is stored as Text and bit vectors as hex text, so both backends store the
+same bytes and Python ints wider than 64 bits survive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from typing import Any, Callable, Iterable, Iterator
+
+import sqlalchemy as sa
+
+from .records import (
+    ActiveLayout,
+    BlockRecord,
+    CatalogSnapshot,
+    CutRecord,
+    TableInfo,
+    VersionInfo,
+)
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+# SQLite only auto-increments an INTEGER PRIMARY KEY, so ids are BIGINT elsewhere.
+Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+metadata = sa.MetaData()
+
+tables_t = sa.Table(
+    "layout_tables", metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("location", sa.Text, nullable=False),
+    sa.Column("partition_column", sa.String(255)),
+    sa.Column("schema_json", sa.Text, nullable=False),
+    # The next free block id: block ids are unique per table across versions.
+    sa.Column("next_block_id", sa.BigInteger, nullable=False, default=0),
+)
+
+versions_t = sa.Table(
+    "layout_versions", metadata,
+    sa.Column("version_id", Id, primary_key=True, autoincrement=True),
+    sa.Column("table_name", sa.String(255), sa.ForeignKey("layout_tables.name"), nullable=False),
+    sa.Column("partition_name", sa.String(1024), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("optimizer", sa.String(255), nullable=False),
+    sa.Column("params_json", sa.Text, nullable=False),
+    sa.Column("run_id", sa.String(255), nullable=False),
+    sa.Column("n_blocks", sa.BigInteger, nullable=False),
+    sa.Column("first_block_id", sa.BigInteger, nullable=False),
+    sa.Column("routing_index_json", sa.Text),
+    sa.Column("reason", sa.Text),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("activated_at", sa.DateTime(timezone=True)),
+    sa.Column("retired_at", sa.DateTime(timezone=True)),
+    sa.UniqueConstraint("table_name", "partition_name", "run_id", name="layout_versions_run_uq"),
+    # The database itself refuses two active versions of one partition.
+    sa.Index(
+        "layout_versions_one_active", "table_name", "partition_name", unique=True,
+        postgresql_where=sa.text("state = 'active'"),
+        sqlite_where=sa.text("state = 'active'"),
+    ),
+)
+
+cuts_t = sa.Table(
+    "layout_cuts", metadata,
+    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("predicate", sa.Text, nullable=False),
+    sa.Column("cut_sql", sa.Text, nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("path_json", sa.Text, nullable=False),
+    sa.Column("literal_keys", sa.LargeBinary),
+    sa.Column("source_versions_json", sa.Text, nullable=False),
+)
+
+blocks_t = sa.Table(
+    "layout_blocks", metadata,
+    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("block_id", sa.BigInteger, primary_key=True),
+    sa.Column("row_count", sa.BigInteger, nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("stats_json", sa.Text, nullable=False),
+    sa.Column("union_bits", sa.Text, nullable=False),  # hex
+    sa.Column("all_bits", sa.Text, nullable=False),  # hex
+)
+
+
+class CatalogError(Exception):
+    """The catalog was misused: unknown table or version, or a wrong state change."""
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    """Aware UTC datetimes everywhere: SQLite hands back naive ones (stored as UTC)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _check_bits_type(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CatalogError(f"bit vectors must be ints, not {type(value).__name__}")
+    return value
+
+
+# --------------------------------------------------------------------- engine
+
+
+def _make_engine(url: str) -> sa.Engine:
+    """An engine; SQLite gets foreign keys, a busy timeout and explicit BEGINs.
+
+    pysqlite starts transactions lazily and on its own terms; taking that over
+    (the recipe from SQLAlchemy's SQLite docs) lets write transactions start
+    with BEGIN IMMEDIATE, so two writers queue on the busy timeout instead of
+    failing when a read lock cannot be upgraded.
+    """
+    if not sa.make_url(url).get_backend_name() == "sqlite":
+        return sa.create_engine(url, pool_pre_ping=True)
+    engine = sa.create_engine(
+        url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        immediate = conn.get_execution_options().get("layout_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+# -------------------------------------------------------------- row -> record
+
+
+def _table_info(row) -> TableInfo:
+    return TableInfo(row.name, row.location, row.partition_column, json.loads(row.schema_json))
+
+
+def _version_info(row) -> VersionInfo:
+    routing = row.routing_index_json
+    return VersionInfo(
+        version_id=row.version_id,
+        table=row.table_name,
+        partition=row.partition_name,
+        state=row.state,
+        optimizer=row.optimizer,
+        params=json.loads(row.params_json),
+        run_id=row.run_id,
+        created_at=_utc(row.created_at),
+        activated_at=_utc(row.activated_at),
+        n_blocks=row.n_blocks,
+        routing_index=None if routing is None else json.loads(routing),
+        retired_at=_utc(row.retired_at),
+        reason=row.reason,
+        block_ids=range(row.first_block_id, row.first_block_id + row.n_blocks),
+    )
+
+
+def _cut_record(row) -> CutRecord:
+    keys = row.literal_keys
+    return CutRecord(
+        position=row.position,
+        predicate=row.predicate,
+        sql=row.cut_sql,
+        kind=row.kind,
+        path=tuple(json.loads(row.path_json)),
+        literal_keys=None if keys is None else bytes(keys),
+        source_versions=tuple((t, v) for t, v in json.loads(row.source_versions_json)),
+    )
+
+
+def _cut_row(version_id: int, cut: CutRecord) -> dict[str, Any]:
+    return {
+        "version_id": version_id,
+        "position": cut.position,
+        "predicate": cut.predicate,
+        "cut_sql": cut.sql,
+        "kind": cut.kind,
+        "path_json": _dump(list(cut.path)),
+        "literal_keys": cut.literal_keys,
+        "source_versions_json": _dump([[t, int(v)] for t, v in cut.source_versions]),
+    }
+
+
+def _block_record(row) -> BlockRecord:
+    return BlockRecord(
+        block_id=row.block_id,
+        row_count=row.row_count,
+        bytes=row.size_bytes,
+        path=row.path,
+        stats=json.loads(row.stats_json),
+        union_bits=int(row.union_bits, 16),
+        all_bits=int(row.all_bits, 16),
+    )
+
+
+def _block_row(version_id: int, block: BlockRecord) -> dict[str, Any]:
+    return {
+        "version_id": version_id,
+        "block_id": block.block_id,
+        "row_count": block.row_count,
+        "size_bytes": block.bytes,
+        "path": block.path,
+        "stats_json": _dump(block.stats),
+        "union_bits": format(_check_bits_type(block.union_bits), "x"),
+        "all_bits": format(_check_bits_type(block.all_bits), "x"),
+    }
+
+
+# -------------------------------------------------------------------- catalog
+
+
+class Catalog:
+    """Tables, their layout versions, and each version's cuts and blocks.
+
+    `clock` (returning aware datetimes) is there so tests can pin timestamps.
+    """
+
+    def __init__(self, url: str, *, clock: Callable[[], dt.datetime] | None = None) -> None:
+        self.url = url
+        self._clock = clock or _utcnow
+        self._engine = _make_engine(url)
+        self._is_postgres = self._engine.dialect.name == "postgresql"
+        with self._write() as conn:
+            metadata.create_all(conn)
+
+    def close(self) -> None:
+        """Release pooled connections (the catalog can be used again afterwards)."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ transactions
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sa.Connection]:
+        """A write transaction (BEGIN IMMEDIATE on SQLite), committed on success."""
+        with self._engine.connect() as conn:
+            conn.execution_options(layout_write=True)
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sa.Connection]:
+        """A read transaction whose statements all see the same moment.
+
+        PostgreSQL's default READ COMMITTED gives each statement its own
+        snapshot, so reads spanning several statements ask for REPEATABLE READ.
+        """
+        with self._engine.connect() as conn:
+            if self._is_postgres:
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+    def _now(self) -> dt.datetime:
+        return _utc(self._clock())
+
+    # ------------------------------------------------------------------ tables
+
+    def register_table(self, name: str, location: str, partition_column: str | None = None,
+                       schema_json: dict[str, Any] | None = None) -> TableInfo:
+        """Add a table or update its description; its block-id counter is kept."""
+        values = {"location": location, "partition_column": partition_column,
+                  "schema_json": _dump(schema_json or {})}
+        try:
+            self._upsert_table(name, values)
+        except sa.exc.IntegrityError:
+            self._upsert_table(name, values)  # lost a race to insert it: now it is an update
+        return TableInfo(name, location, partition_column, dict(schema_json or {}))
+
+    def _upsert_table(self, name: str, values: dict[str, Any]) -> None:
+        with self._write() as conn:
+            if _lock_table_row(conn, name, missing_ok=True) is None:
+                conn.execute(tables_t.insert().values(name=name, next_block_id=0, **values))
+            else:
+                conn.execute(tables_t.update().where(tables_t.c.name == name).values(**values))
+
+    def tables(self) -> list[TableInfo]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(tables_t).order_by(tables_t.c.name))
+            return [_table_info(row) for row in rows]
+
+    def table(self, name: str) -> TableInfo:
+        with self._read() as conn:
+            return _table_info(_table_row(conn, name))
+
+    def partitions(self, table: str) -> list[str]:
+        """The partitions of a table that have an active version, sorted."""
+        with self._read() as conn:
+            _table_row(conn, table)
+            query = (sa.select(versions_t.c.partition_name)
+                     .where(versions_t.c.table_name == table, versions_t.c.state == "active")
+                     .order_by(versions_t.c.partition_name))
+            return list(conn.scalars(query))
+
+    # ---------------------------------------------------------------- versions
+
+    def begin_version(self, table: str, partition: str, optimizer: str, params: dict[str, Any],
+                      run_id: str, n_blocks: int) -> tuple[int, range]:
+        """Start (or resume) building a version; returns its id and block ids.
+
+        Idempotent per (table, partition, run_id) so that a retried task picks
+        up its own version: a 'building' or 'failed' one is reset to
+        'building' and an 'active' one is returned untouched, each with the
+        block ids reserved the first time. A retired or purged run id cannot be
+        reused, and a retry must ask for the same number of blocks (its block
+        ids were reserved once and for all).
+        """
+        if n_blocks < 0:
+            raise CatalogError(f"n_blocks must be >= 0, not {n_blocks}")
+        with self._write() as conn:
+            table_row = _lock_table_row(conn, table)
+            existing = conn.execute(sa.select(versions_t).where(
+                versions_t.c.table_name == table, versions_t.c.partition_name == partition,
+                versions_t.c.run_id == run_id)).one_or_none()
+            if existing is not None:
+                return self._resume_version(conn, existing, n_blocks)
+            first = table_row.next_block_id
+            conn.execute(tables_t.update().where(tables_t.c.name == table)
+                         .values(next_block_id=first + n_blocks))
+            result = conn.execute(versions_t.insert().values(
+                table_name=table, partition_name=partition, state="building",
+                optimizer=optimizer, params_json=_dump(params), run_id=run_id,
+                n_blocks=n_blocks, first_block_id=first, created_at=self._now()))
+            return result.inserted_primary_key[0], range(first, first + n_blocks)
+
+    def _resume_version(self, conn: sa.Connection, row, n_blocks: int) -> tuple[int, range]:
+        """The retry branch of `begin_version`."""
+        name = f"version {row.version_id} (run {row.run_id!r})"
+        if row.state in ("retired", "purged"):
+            raise CatalogError(f"{name} is {row.state}; start a new run with a new run_id")
+        if row.n_blocks != n_blocks:
+            raise CatalogError(f"{name} reserved {row.n_blocks} block ids; "
+                               f"a retry cannot ask for {n_blocks}")
+        if row.state == "failed":
+            conn.execute(versions_t.update().where(versions_t.c.version_id == row.version_id)
+                         .values(state="building", reason=None))
+        return row.version_id, range(row.first_block_id, row.first_block_id + row.n_blocks)
+
+    def set_cuts(self, version_id: int, cuts: Iterable[CutRecord]) -> None:
+        """Replace the cuts of a version that is still being built."""
+        rows = [_cut_row(version_id, cut) for cut in cuts]
+        _check_unique([row["position"] for row in rows], "cut position")
+        with self._write() as conn:
+            _require_state(_lock_version_row(conn, version_id), ("building",), "set its cuts")
+            conn.execute(cuts_t.delete().where(cuts_t.c.version_id == version_id))
+            if rows:
+                conn.execute(cuts_t.insert(), rows)
+
+    def set_blocks(self, version_id: int, blocks: Iterable[BlockRecord]) -> None:
+        """Replace the blocks of a version that is still being built.
+
+        Every block id must come from the version's reserved range: that is
+        what keeps block folders of different versions from colliding.
+        """
+        rows = [_block_row(version_id, block) for block in blocks]
+        _check_unique([row["block_id"] for row in rows], "block id")
+        with self._write() as conn:
+            version = _lock_version_row(conn, version_id)
+            _require_state(version, ("building",), "set its blocks")
+            reserved = range(version.first_block_id, version.first_block_id + version.n_blocks)
+            outside = sorted(row["block_id"] for row in rows if row["block_id"] not in reserved)
+            if outside:
+                raise CatalogError(f"block ids {outside[:10]} are outside version {version_id}'s "
+                                   f"reserved range {reserved.start}..{reserved.stop - 1}")
+            conn.execute(blocks_t.delete().where(blocks_t.c.version_id == version_id))
+            if rows:
+                conn.execute(blocks_t.insert(), rows)
+
+    def set_routing_index(self, version_id: int, index: dict[str, Any]) -> None:
+        """Attach the routing index of a version that is still being built."""
+        with self._write() as conn:
+            _require_state(_lock_version_row(conn, version_id), ("building",),
+                           "set its routing index")
+            conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
+                         .values(routing_index_json=_dump(index)))
+
+    def activate(self, version_id: int) -> None:
+        """Make a built version the one that serves its partition.
+
+        The previously active version is retired in the same transaction, so a
+        reader sees either the old layout or the new one, never both or none.
+        """
+        with self._write() as conn:
+            # Lock the table before the version, in the same order as begin_version.
+            _lock_table_row(conn, _version_row(conn, version_id).table_name)
+            version = _lock_version_row(conn, version_id)
+            if version.state == "active":
+                return
+            _require_state(version, ("building",), "activate it")
+            now = self._now()
+            conn.execute(versions_t.update().where(
+                versions_t.c.table_name == version.table_name,
+                versions_t.c.partition_name == version.partition_name,
+                versions_t.c.state == "active").values(state="retired", retired_at=now))
+            conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
+                         .values(state="active", activated_at=now))
+
+    def fail(self, version_id: int, reason: str) -> None:
+        """Mark a version that could not be built; the active one keeps serving."""
+        with self._write() as conn:
+            _require_state(_lock_version_row(conn, version_id), ("building", "failed"),
+                           "fail it")
+            conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
+                         .values(state="failed", reason=reason))
+
+    def mark_purged(self, version_id: int) -> None:
+        """Record that a retired or failed version's files were deleted."""
+        with self._write() as conn:
+            version = _lock_version_row(conn, version_id)
+            if version.state == "purged":
+                return
+            _require_state(version, ("retired", "failed"), "purge it")
+            conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
+                         .values(state="purged"))
+
+    # ----------------------------------------------------------------- queries
+
+    def version(self, version_id: int) -> VersionInfo:
+        with self._read() as conn:
+            return _version_info(_version_row(conn, version_id))
+
+    def versions(self, table: str, partition: str | None = None) -> list[VersionInfo]:
+        """All versions of a table (or of one partition), oldest first."""
+        with self._read() as conn:
+            _table_row(conn, table)
+            query = sa.select(versions_t).where(versions_t.c.table_name == table)
+            if partition is not None:
+                query = query.where(versions_t.c.partition_name == partition)
+            rows = conn.execute(query.order_by(versions_t.c.version_id))
+            return [_version_info(row) for row in rows]
+
+    def active_layout(self, table: str, partition: str) -> ActiveLayout | None:
+        """The layout serving one partition, or None if it has none yet."""
+        with self._read() as conn:
+            _table_row(conn, table)
+            layouts = _active_layouts(conn, [table], partition)
+            return layouts.get((table, partition))
+
+    def snapshot(self, tables: list[str] | None = None) -> CatalogSnapshot:
+        """Every active layout of the given tables (default: all), read at one moment."""
+        with self._read() as conn:
+            if tables is None:
+                rows = conn.execute(sa.select(tables_t).order_by(tables_t.c.name)).all()
+            else:
+                rows = [_table_row(conn, name) for name in tables]
+            infos = {row.name: _table_info(row) for row in rows}
+            return CatalogSnapshot(infos, _active_layouts(conn, list(infos)))
+
+    def retired_before(self, cutoff: dt.datetime) -> list[VersionInfo]:
+        """Retired versions whose files may be deleted (a naive cutoff means UTC)."""
+        with self._read() as conn:
+            rows = conn.execute(sa.select(versions_t).where(
+                versions_t.c.state == "retired", versions_t.c.retired_at < _utc(cutoff))
+                .order_by(versions_t.c.version_id))
+            return [_version_info(row) for row in rows]
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _table_row(conn: sa.Connection, name: str):
+    row = conn.execute(sa.select(tables_t).where(tables_t.c.name == name)).one_or_none()
+    if row is None:
+        raise CatalogError(f"unknown table {name!r}: register it with register_table first")
+    return row
+
+
+def _lock_table_row(conn: sa.Connection, name: str, missing_ok: bool = False):
+    """Read a table row and hold it locked: the per-table writer mutex on PostgreSQL."""
+    row = conn.execute(
+        sa.select(tables_t).where(tables_t.c.name == name).with_for_update()).one_or_none()
+    if row is None and not missing_ok:
+        raise CatalogError(f"unknown table {name!r}: register it with register_table first")
+    return row
+
+
+def _version_row(conn: sa.Connection, version_id: int):
+    row = conn.execute(
+        sa.select(versions_t).where(versions_t.c.version_id == version_id)).one_or_none()
+    if row is None:
+        raise CatalogError(f"unknown layout version {version_id}")
+    return row
+
+
+def _lock_version_row(conn: sa.Connection, version_id: int):
+    row = conn.execute(sa.select(versions_t).where(versions_t.c.version_id == version_id)
+                       .with_for_update()).one_or_none()
+    if row is None:
+        raise CatalogError(f"unknown layout version {version_id}")
+    return row
+
+
+def _require_state(row, allowed: tuple[str, ...], action: str) -> None:
+    if row.state not in allowed:
+        raise CatalogError(f"cannot {action}: version {row.version_id} of "
+                           f"{row.table_name!r} partition {row.partition_name!r} is {row.state}, "
+                           f"not {' or '.join(allowed)}")
+
+
+def _check_unique(values: list[int], what: str) -> None:
+    if len(set(values)) != len(values):
+        seen: set[int] = set()
+        dupes = sorted({v for v in values if v in seen or seen.add(v)})
+        raise CatalogError(f"duplicate {what}s: {dupes[:10]}")
+
+
+def _active_layouts(conn: sa.Connection, tables: list[str],
+                    partition: str | None = None) -> dict[tuple[str, str], ActiveLayout]:
+    """The active layouts of some tables (optionally one partition), with cuts and blocks."""
+    if not tables:
+        return {}
+    active = sa.select(versions_t.c.version_id).where(
+        versions_t.c.state == "active", versions_t.c.table_name.in_(tables))
+    if partition is not None:
+        active = active.where(versions_t.c.partition_name == partition)
+    versions = {row.version_id: _version_info(row) for row in conn.execute(
+        sa.select(versions_t).where(versions_t.c.version_id.in_(active)))}
+    cuts: dict[int, list[CutRecord]] = {vid: [] for vid in versions}
+    for row in conn.execute(sa.select(cuts_t).where(cuts_t.c.version_id.in_(active))
+                            .order_by(cuts_t.c.version_id, cuts_t.c.position)):
+        cuts[row.version_id].append(_cut_record(row))
+    blocks: dict[int, list[BlockRecord]] = {vid: [] for vid in versions}
+    for row in conn.execute(sa.select(blocks_t).where(blocks_t.c.version_id.in_(active))
+                            .order_by(blocks_t.c.version_id, blocks_t.c.block_id)):
+        blocks[row.version_id].append(_block_record(row))
+    return {
+        (info.table, info.partition): ActiveLayout(info, tuple(cuts[vid]), tuple(blocks[vid]))
+        for vid, info in versions.items()
+    }

@@ -1,0 +1,63 @@
+"""Settings from environment variables, then a YAML file, then defaults.
+
+    LAYOUT_CATALOG_URL   catalog database (SQLAlchemy URL)  default sqlite:///.layout/catalog.db
+    LAYOUT_WAREHOUSE     root folder of the laid-out tables  default .layout/warehouse
+    LAYOUT_SCHEMA        schema name or file                 default tpch
+    LAYOUT_CONFIG        the YAML file                       default ./layout.yaml if present
+
+The YAML file uses the same names in lower case without the prefix:
+`catalog_url: postgresql+psycopg2://postgres@127.0.0.1:5432/test`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+DEFAULT_HOME = Path(".layout")
+
+
+@dataclass(frozen=True)
+class Settings:
+    catalog_url: str
+    warehouse: str
+    schema: str
+
+
+def _file_settings() -> dict:
+    path = os.environ.get("LAYOUT_CONFIG") or ("layout.yaml" if Path("layout.yaml").is_file() else None)
+    if not path:
+        return {}
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of settings")
+    unknown = set(data) - {"catalog_url", "warehouse", "schema"}
+    if unknown:
+        raise ValueError(f"{path}: unknown settings {sorted(unknown)}")
+    return data
+
+
+def load_settings(**overrides: str | None) -> Settings:
+    """Settings with explicit overrides (e.g. from command-line flags) first."""
+    from_file = _file_settings()
+
+    def pick(name: str, default: str) -> str:
+        return (
+            overrides.get(name)
+            or os.environ.get(f"LAYOUT_{name.upper()}")
+            or from_file.get(name)
+            or default
+        )
+
+    default_db = (DEFAULT_HOME / "catalog.db").resolve()
+    settings = Settings(
+        catalog_url=pick("catalog_url", f"sqlite:///{default_db}"),
+        warehouse=pick("warehouse", str((DEFAULT_HOME / "warehouse").resolve())),
+        schema=pick("schema", "tpch"),
+    )
+    if settings.catalog_url.startswith("sqlite:///"):
+        Path(settings.catalog_url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    return settings

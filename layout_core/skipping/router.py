@@ -1,0 +1,268 @@
+"""Route a query to the blocks it must read: a pure function of query and catalog.
+
+For every base-table reference of the query, and every partition of that
+table's active layouts, a block is skipped only when one of these is proven:
+
+1. the query's predicate on the table implies cut i, and no row of the block
+   satisfies cut i (bit i of its union vector is 0);
+2. the query's predicate and cut i are disjoint, and every row of the block
+   satisfies cut i (bit i of its all vector is 1);
+3. per-column min/max/null counts (zone maps) show no row can match.
+
+The query's predicate on a table is its filter plus the join-induced
+predicates its joins push onto it (see sql.analysis). A join-induced cut is
+used only while the dimension layouts it was computed from are still the
+active ones. Anything not proven means "read". A query that cannot be
+analyzed, or a table without an active layout, is read in full with a
+warning; routing never raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ..catalog import ActiveLayout, CatalogSnapshot
+from ..predicates import (
+    TRUE,
+    ColumnStats,
+    Predicate,
+    conj,
+    disjoint,
+    implies,
+    loads,
+    might_match,
+    value_from_json,
+)
+from ..schema import Schema
+from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze
+
+# A layout built without any dimension layout in the catalog records its
+# join-induced cut sources as (table, UNMANAGED_SOURCE).
+UNMANAGED_SOURCE = 0
+
+
+@dataclass(frozen=True)
+class LayoutIndex:
+    """One active layout, decoded once so routing a query costs no JSON parsing."""
+
+    table: str
+    partition: str
+    version_id: int
+    cuts: tuple[Predicate | None, ...]  # None: unusable (stale join-induced cut)
+    block_ids: tuple[int, ...]
+    row_counts: tuple[int, ...]
+    union_bits: tuple[int, ...]
+    all_bits: tuple[int, ...]
+    stats: tuple[dict[str, ColumnStats], ...]
+
+
+@dataclass(frozen=True)
+class RoutingIndex:
+    """Every active layout of a catalog snapshot, ready for routing."""
+
+    layouts: dict[str, tuple[LayoutIndex, ...]]  # table -> its partitions' layouts
+    partition_columns: dict[str, str | None]
+    stale_cuts: int = 0
+
+    @staticmethod
+    def from_snapshot(snapshot: CatalogSnapshot) -> RoutingIndex:
+        active_versions: dict[str, set[int]] = {}
+        for (table, _), layout in snapshot.layouts.items():
+            active_versions.setdefault(table, set()).add(layout.version.version_id)
+        layouts: dict[str, list[LayoutIndex]] = {}
+        stale = 0
+        for (table, _), layout in sorted(snapshot.layouts.items()):
+            index = _layout_index(layout, active_versions)
+            stale += sum(c is None for c in index.cuts)
+            layouts.setdefault(table, []).append(index)
+        return RoutingIndex(
+            {t: tuple(ls) for t, ls in layouts.items()},
+            {name: info.partition_column for name, info in snapshot.tables.items()},
+            stale,
+        )
+
+
+def _cut_is_current(source_versions, active_versions: dict[str, set[int]]) -> bool:
+    """A join-induced cut's key set is valid while its source layouts are exactly the active ones."""
+    recorded: dict[str, set[int]] = {}
+    for table, version in source_versions:
+        recorded.setdefault(table, set()).add(version)
+    for table, versions in recorded.items():
+        current = active_versions.get(table)
+        if current is None:
+            if versions != {UNMANAGED_SOURCE}:
+                return False
+        elif versions != current:
+            return False
+    return True
+
+
+def _layout_index(layout: ActiveLayout, active_versions: dict[str, set[int]]) -> LayoutIndex:
+    n_cuts = max((c.position for c in layout.cuts), default=-1) + 1
+    cuts: list[Predicate | None] = [None] * n_cuts
+    for c in layout.cuts:
+        if c.kind != "join_induced" or _cut_is_current(c.source_versions, active_versions):
+            cuts[c.position] = loads(c.predicate)
+    blocks = layout.blocks
+    return LayoutIndex(
+        layout.version.table,
+        layout.version.partition,
+        layout.version.version_id,
+        tuple(cuts),
+        tuple(b.block_id for b in blocks),
+        tuple(b.row_count for b in blocks),
+        tuple(b.union_bits for b in blocks),
+        tuple(b.all_bits for b in blocks),
+        tuple(_stats(b.stats, b.row_count) for b in blocks),
+    )
+
+
+def _stats(raw: dict, row_count: int) -> dict[str, ColumnStats]:
+    out = {}
+    for column, s in raw.items():
+        try:
+            out[column] = ColumnStats(
+                value_from_json(s.get("min")), value_from_json(s.get("max")),
+                int(s.get("null_count", 0)), row_count,
+            )
+        except (ValueError, TypeError, AttributeError):
+            continue  # unreadable stats: this column's zone map is not used
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Routes
+
+
+@dataclass(frozen=True)
+class PartitionRoute:
+    partition: str
+    version_id: int
+    blocks: tuple[int, ...]  # to read
+    rows: int  # rows in those blocks
+    blocks_total: int
+    rows_total: int
+
+
+@dataclass(frozen=True)
+class RefRoute:
+    ref: str
+    ref_id: int
+    table: str
+    alias: str
+    partitions: tuple[PartitionRoute, ...]
+    read_all: bool  # no active layout: the whole table is read
+
+    @property
+    def blocks(self) -> tuple[int, ...]:
+        return tuple(b for p in self.partitions for b in p.blocks)
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.partitions)
+
+    @property
+    def blocks_total(self) -> int:
+        return sum(p.blocks_total for p in self.partitions)
+
+    @property
+    def rows_total(self) -> int:
+        return sum(p.rows_total for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class Route:
+    sql: str
+    refs: tuple[RefRoute, ...]
+    warnings: tuple[str, ...] = ()
+    analyzed: bool = True  # False: the query could not be analyzed and is read in full
+    analysis: QueryAnalysis | None = field(default=None, compare=False, repr=False)
+
+    def ref(self, ref_id: int) -> RefRoute | None:
+        for r in self.refs:
+            if r.ref_id == ref_id:
+                return r
+        return None
+
+    def to_json(self) -> dict:
+        return {
+            "analyzed": self.analyzed,
+            "warnings": list(self.warnings),
+            "refs": [
+                {
+                    "ref": r.ref, "table": r.table, "alias": r.alias, "read_all": r.read_all,
+                    "blocks": list(r.blocks), "blocks_total": r.blocks_total,
+                    "rows": r.rows, "rows_total": r.rows_total,
+                    "partitions": [
+                        {"partition": p.partition, "version": p.version_id, "blocks": list(p.blocks),
+                         "blocks_total": p.blocks_total, "rows": p.rows, "rows_total": p.rows_total}
+                        for p in r.partitions
+                    ],
+                }
+                for r in self.refs
+            ],
+        }
+
+
+def route_query(
+    sql: str, index: RoutingIndex, schema: Schema, max_depth: int = DEFAULT_MAX_DEPTH
+) -> Route:
+    try:
+        analysis = analyze(sql, schema)
+    except QueryError as e:
+        return Route(sql, (), (f"reading everything: {e}",), analyzed=False)
+    return route_analysis(analysis, index, schema, max_depth)
+
+
+def route_analysis(
+    analysis: QueryAnalysis, index: RoutingIndex, schema: Schema, max_depth: int = DEFAULT_MAX_DEPTH
+) -> Route:
+    key_hops = schema.key_hops()
+    refs, warnings = [], []
+    for ref in analysis.refs:
+        layouts = index.layouts.get(ref.table, ())
+        if not layouts:
+            warnings.append(f"{ref.table} ({ref.alias}): no active layout, reading everything")
+            refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, (), True))
+            continue
+        table_filter = analysis.filter(ref.key)
+        induced = [ip.predicate for ip in analysis.induced(ref.key, key_hops, max_depth)]
+        query_predicate = conj(table_filter, *induced)
+        partitions = tuple(route_layout(query_predicate, table_filter, layout) for layout in layouts)
+        refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, partitions, False))
+    return Route(analysis.sql, tuple(refs), tuple(warnings), True, analysis)
+
+
+def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: LayoutIndex) -> PartitionRoute:
+    """The blocks of one layout that may hold rows making query_predicate TRUE."""
+    implied_mask, disjoint_mask = cut_masks(query_predicate, layout.cuts)
+    keep, rows = [], 0
+    for i, block_id in enumerate(layout.block_ids):
+        if layout.row_counts[i] == 0:
+            continue
+        if implied_mask & ~layout.union_bits[i] or disjoint_mask & layout.all_bits[i]:
+            continue
+        if table_filter != TRUE and not might_match(table_filter, layout.stats[i], layout.row_counts[i]):
+            continue
+        keep.append(block_id)
+        rows += layout.row_counts[i]
+    return PartitionRoute(
+        layout.partition, layout.version_id, tuple(keep), rows,
+        len(layout.block_ids), sum(layout.row_counts),
+    )
+
+
+def cut_masks(query_predicate: Predicate, cuts: Iterable[Predicate | None]) -> tuple[int, int]:
+    """Bit masks of the cuts the query implies, and of the cuts it is disjoint with."""
+    implied_mask = disjoint_mask = 0
+    if query_predicate == TRUE:
+        return 0, 0
+    for position, cut in enumerate(cuts):
+        if cut is None:
+            continue
+        if implies(query_predicate, cut):
+            implied_mask |= 1 << position
+        elif disjoint(query_predicate, cut):
+            disjoint_mask |= 1 << position
+    return implied_mask, disjoint_mask

@@ -1,0 +1,517 @@
+"""What a query says about each table it reads: filters, join edges, induced cuts.
+
+`analyze(sql, schema)` parses one Spark SQL query and returns a
+`QueryAnalysis`:
+
+- one `TableRef` per base-table reference (a table read twice is two refs);
+- `filter(ref)`: a predicate over that table's columns that every row the
+  query needs from that reference satisfies. Only conjuncts that are safe to
+  apply to the scan are kept (see "Soundness" below); the rest is dropped,
+  which only makes the filter weaker;
+- `edges`: semi-join reductions. An `Edge(a -> b)` says: rows of `b` whose
+  column matches no row of `a` that passes `filter(a)` are never needed;
+- `induced(ref, hops)`: join-induced predicates (MTO section 4.1.1), pushed
+  along edges that follow a primary key to a foreign key that references it.
+
+Soundness rules (a filter or edge is kept only when removing the rows it
+excludes cannot change the query's answer):
+
+- WHERE and inner-join ON conjuncts filter every table they touch alone,
+  except a table on the NULL-supplying side of an outer join, where only
+  conjuncts that cannot be TRUE on a NULL-extended row count.
+- LEFT JOIN: ON conjuncts on the right table filter it; its equalities give
+  edges left -> right only. RIGHT and FULL joins give nothing (conservative).
+- LEFT SEMI JOIN: ON conjuncts filter both sides, equalities give edges both
+  ways; LEFT ANTI JOIN: ON conjuncts filter the right side, edges left ->
+  right only.
+- A subquery's own WHERE always filters its own tables. Inside the outer
+  WHERE, a correlation `inner.a = outer.b` gives the edge outer -> inner;
+  a top-level EXISTS (no aggregation) also gives inner -> outer; NOT EXISTS
+  gives only outer -> inner. `x IN (SELECT col ...)` as a top-level conjunct
+  gives inner -> outer, and outer -> inner when the subquery has no LIMIT or
+  window and no aggregation other than GROUP BY exactly that column.
+  NOT IN gives no edge (NULL semantics).
+- Equalities among inner-joined tables are closed transitively
+  (a.x = b.y AND b.y = c.z relates a and c).
+- Derived tables and CTEs are analyzed as queries of their own; nothing is
+  pushed into or out of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+from ..predicates import (
+    TRUE,
+    ColumnCompare,
+    Hop,
+    JoinInduced,
+    Predicate,
+    can_be_true_on_nulls,
+    conj,
+    conjuncts,
+)
+from ..schema import Schema
+from .convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predicate
+from .simplify import simplify
+
+DEFAULT_MAX_DEPTH = 4
+
+
+class QueryError(ValueError):
+    """The statement cannot be analyzed: a parse failure, or an unknown table or column."""
+
+
+@dataclass(frozen=True)
+class TableRef:
+    key: str  # unique within the query: "t<ref_id>"
+    table: str
+    alias: str
+    ref_id: int  # position of the table node in the parsed query (see tag_tables)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Rows of to_ref whose to_column matches no qualifying row of from_ref are not needed."""
+
+    from_ref: str
+    from_column: str
+    to_ref: str
+    to_column: str
+
+
+@dataclass(frozen=True)
+class InducedPredicate:
+    source_ref: str
+    predicate: JoinInduced  # with the source's whole filter
+
+    @property
+    def hops(self) -> tuple[Hop, ...]:
+        return self.predicate.hops
+
+
+@dataclass(frozen=True)
+class QueryAnalysis:
+    sql: str
+    refs: tuple[TableRef, ...]
+    filters: Mapping[str, Predicate]
+    edges: tuple[Edge, ...]
+    # Equality joins between tables, as written: ((table, column), (table, column)) sorted.
+    joins: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = ()
+    notes: tuple[str, ...] = field(default=())  # what was ignored and why
+
+    def ref(self, key: str) -> TableRef:
+        for r in self.refs:
+            if r.key == key:
+                return r
+        raise KeyError(key)
+
+    def filter(self, key: str) -> Predicate:
+        return self.filters.get(key, TRUE)
+
+    def refs_of_table(self, table: str) -> tuple[TableRef, ...]:
+        return tuple(r for r in self.refs if r.table == table)
+
+    def induced(
+        self, key: str, key_hops: Iterable[Hop], max_depth: int = DEFAULT_MAX_DEPTH
+    ) -> tuple[InducedPredicate, ...]:
+        """Join-induced predicates on ref `key`: one per simple path of PK -> FK
+        edges (at most max_depth hops) from a reference with a filter."""
+        by_child = defaultdict(list)
+        for hop in key_hops:
+            by_child[(hop.child_table, hop.child_column)].append(hop)
+        table_of = {r.key: r.table for r in self.refs}
+        incoming = defaultdict(list)
+        for e in self.edges:
+            incoming[e.to_ref].append(e)
+
+        found: list[InducedPredicate] = []
+
+        def walk(ref: str, path: tuple[Hop, ...], seen: frozenset[str]) -> None:
+            if len(path) >= max_depth:
+                return
+            for e in incoming[ref]:
+                if e.from_ref in seen:
+                    continue
+                for hop in by_child[(table_of[ref], e.to_column)]:
+                    if hop.parent_table != table_of[e.from_ref] or hop.parent_column != e.from_column:
+                        continue
+                    hops = (hop,) + path
+                    source_filter = self.filter(e.from_ref)
+                    if source_filter != TRUE:
+                        found.append(InducedPredicate(e.from_ref, JoinInduced(hops, source_filter)))
+                    walk(e.from_ref, hops, seen | {e.from_ref})
+
+        walk(key, (), frozenset([key]))
+        return tuple(dict.fromkeys(found))  # the same path can be reached twice via equal edges
+
+
+# ---------------------------------------------------------------------------
+# Parsing
+
+
+def _clean_error(e: Exception) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+    return " ".join(text.split())[:300]
+
+
+def parse_query(sql: str) -> exp.Query:
+    """The sqlglot tree of one Spark SQL query, or QueryError with the reason."""
+    logger = logging.getLogger("sqlglot")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # sqlglot warns before falling back to Command; we report it ourselves
+    try:
+        trees = [t for t in sqlglot.parse(sql, read="spark") if t is not None]
+    except SqlglotError as e:
+        raise QueryError(f"cannot parse SQL: {_clean_error(e)}") from None
+    finally:
+        logger.setLevel(level)
+    if len(trees) != 1:
+        raise QueryError(f"expected one statement, found {len(trees)}")
+    tree = trees[0]
+    if isinstance(tree, exp.Command):
+        raise QueryError(f"cannot parse SQL: unsupported statement starting with {tree.name!r}")
+    if not isinstance(tree, exp.Query):
+        raise QueryError(f"not a query: a {tree.key.upper()} statement")
+    return tree
+
+
+def tag_tables(tree: exp.Expression) -> list[exp.Table]:
+    """Number the table nodes in traversal order; the same SQL always gets the same numbers."""
+    tables = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)]
+    for i, t in enumerate(tables):
+        t.meta["ref_id"] = i
+    return tables
+
+
+def _check_tables(tree: exp.Expression, tables: list[exp.Table], schema: Schema) -> None:
+    cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    for t in tables:
+        name = t.name.lower()
+        if name not in cte_names and name not in schema.tables:
+            raise QueryError(f"unknown table {t.name!r}")
+
+
+# ---------------------------------------------------------------------------
+# Analysis
+
+
+def analyze(sql: str, schema: Schema) -> QueryAnalysis:
+    tree = parse_query(sql)
+    tables = tag_tables(tree)
+    _check_tables(tree, tables, schema)
+    try:
+        qualified = qualify(tree.copy(), schema=schema.spark_columns(), dialect="spark")
+        scopes = list(traverse_scope(qualified))
+    except SqlglotError as e:
+        raise QueryError(f"cannot resolve columns: {_clean_error(e)}") from None
+    return _Analyzer(sql, schema, scopes).run()
+
+
+def _and_parts(node: exp.Expression | None) -> list[exp.Expression]:
+    if node is None:
+        return []
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return _and_parts(node.this) + _and_parts(node.expression)
+    return [node]
+
+
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+class _Analyzer:
+    def __init__(self, sql: str, schema: Schema, scopes: list[Scope]):
+        self.sql = sql
+        self.schema = schema
+        self.scopes = [s for s in scopes if isinstance(s.expression, exp.Select)]
+        self.refs: dict[str, TableRef] = {}
+        self.ref_scope: dict[str, Scope] = {}
+        self.filters: dict[str, list[Predicate]] = defaultdict(list)
+        self.edges: set[Edge] = set()
+        self.joins: set = set()
+        self.notes: list[str] = []
+        self.local_refs: dict[int, dict[str, str]] = {}  # id(scope) -> alias -> ref key
+
+    def run(self) -> QueryAnalysis:
+        for scope in self.scopes:
+            self._collect_refs(scope)
+        for scope in self.scopes:
+            self._analyze_scope(scope)
+        filters = {}
+        for key in self.refs:
+            p = simplify(conj(self.filters.get(key, [])))
+            if p != TRUE:
+                filters[key] = p
+        refs = tuple(sorted(self.refs.values(), key=lambda r: r.ref_id))
+        return QueryAnalysis(
+            self.sql, refs, filters,
+            tuple(sorted(self.edges, key=lambda e: (e.from_ref, e.to_ref, e.from_column, e.to_column))),
+            tuple(sorted(self.joins)), tuple(self.notes),
+        )
+
+    # -- references and column resolution
+
+    def _collect_refs(self, scope: Scope) -> None:
+        local = {}
+        for alias, (node, source) in scope.selected_sources.items():
+            if isinstance(source, exp.Table) and "ref_id" in source.meta:
+                table = source.name.lower()
+                if table not in self.schema.tables:
+                    continue
+                key = f"t{source.meta['ref_id']}"
+                self.refs[key] = TableRef(key, table, alias, source.meta["ref_id"])
+                self.ref_scope[key] = scope
+                local[alias] = key
+        self.local_refs[id(scope)] = local
+
+    def _resolver(self, scope: Scope):
+        def resolve(column: exp.Column):
+            s = scope
+            while s is not None:
+                local = self.local_refs.get(id(s), {})
+                if column.table in local:
+                    key = local[column.table]
+                    table = self.schema.table(self.refs[key].table)
+                    if not table.has_column(column.name.lower()):
+                        return None
+                    return key, table.column(column.name.lower())
+                if column.table in s.sources:
+                    return None  # a derived table or CTE column
+                s = s.parent
+            return None
+
+        return resolve
+
+    # -- one SELECT
+
+    def _analyze_scope(self, scope: Scope) -> None:
+        select = scope.expression
+        local = set(self.local_refs[id(scope)].values())
+        resolve = self._resolver(scope)
+        nullable: set[str] = set()
+        equalities: list[tuple[str, str, str, str]] = []  # among inner-joined refs
+
+        def alias_key(node: exp.Expression) -> set[str]:
+            alias = node.alias_or_name
+            key = self.local_refs[id(scope)].get(alias)
+            return {key} if key else set()
+
+        from_ = select.args.get("from_")
+        seen: set[str] = alias_key(from_.this) if from_ is not None else set()
+        for join in select.args.get("joins") or []:
+            right = alias_key(join.this)
+            side, kind = (join.side or "").upper(), (join.kind or "").upper()
+            on_parts = self._conjuncts(join.args.get("on"), resolve)
+            if join.args.get("using"):
+                self.notes.append("JOIN ... USING is not analyzed (no filters or edges from it)")
+                on_parts = []
+            if side in ("RIGHT", "FULL"):
+                nullable |= seen
+                if side == "FULL":
+                    nullable |= right
+            elif side == "LEFT" and kind == "SEMI":
+                for p in on_parts:
+                    self._add_filters(p, seen | right, nullable)
+                    for a, ca, b, cb in self._equality(p, seen, right):
+                        self._edge(a, ca, b, cb)
+                        self._edge(b, cb, a, ca)
+            elif side == "LEFT":  # LEFT [OUTER] JOIN and LEFT ANTI JOIN
+                for p in on_parts:
+                    self._add_filters(p, right, nullable)
+                    for a, ca, b, cb in self._equality(p, seen, right):
+                        self._edge(a, ca, b, cb)
+                if kind != "ANTI":
+                    nullable |= right
+            else:  # inner or cross join
+                for p in on_parts:
+                    self._add_filters(p, seen | right, nullable)
+                    equalities += self._equality(p, seen, right, nullable)
+            if not (side == "LEFT" and kind in ("SEMI", "ANTI")):
+                seen |= right
+
+        where = select.args.get("where")
+        for child in scope.subquery_scopes:
+            if where is not None and _is_within(child.expression, where):
+                self._correlations(child, scope)  # records the edges outer -> inner
+        for part in _and_parts(where.this if where is not None else None):
+            self._subquery_link(scope, _unparen(part), resolve)
+        for p in self._conjuncts(where, resolve):
+            self._add_filters(p, local, nullable)
+            equalities += self._equality(p, local, local)
+        self._close_equalities(equalities)
+
+    @staticmethod
+    def _conjuncts(condition: exp.Expression | None, resolve) -> list[Predicate]:
+        """Top-level conjuncts of a condition, after factoring common parts out of ORs
+        (so `(a.x = b.y AND ...) OR (a.x = b.y AND ...)` still yields the join)."""
+        if isinstance(condition, exp.Where):
+            condition = condition.this
+        parts = [to_predicate(part, resolve) for part in _and_parts(condition)]
+        return [c for p in parts for c in conjuncts(simplify(p))]
+
+    def _add_filters(self, p: Predicate, refs: set[str], nullable: set[str]) -> None:
+        for key in refs_of(p) & refs:
+            proj = project(p, key)
+            if proj == TRUE:
+                continue
+            if key in nullable and can_be_true_on_nulls(proj):
+                continue
+            self.filters[key].append(proj)
+
+    def _equality(self, p: Predicate, left: set[str], right: set[str], nullable: set[str] = frozenset()):
+        """(ref, col, ref, col) when p is `left.col = right.col` between two references."""
+        if not (isinstance(p, ColumnCompare) and p.op == "="):
+            return []
+        a, ca = split_qualified(p.left.name)
+        b, cb = split_qualified(p.right.name)
+        if a == b or SUBQUERY_MARK in (a, b):
+            return []
+        if a in right and b in left:
+            a, ca, b, cb = b, cb, a, ca
+        if a in left and b in right and not ({a, b} & nullable):
+            return [(a, ca, b, cb)]
+        return []
+
+    def _edge(self, a: str, ca: str, b: str, cb: str) -> None:
+        self.edges.add(Edge(a, ca, b, cb))
+        ta, tb = self.refs[a].table, self.refs[b].table
+        self.joins.add(tuple(sorted([(ta, ca), (tb, cb)])))
+
+    def _close_equalities(self, equalities) -> None:
+        """Edges both ways between every pair of columns an inner join makes equal."""
+        parent: dict = {}
+
+        def find(x):
+            while parent.setdefault(x, x) != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for a, ca, b, cb in equalities:
+            parent[find((a, ca))] = find((b, cb))
+            ta, tb = self.refs[a].table, self.refs[b].table
+            self.joins.add(tuple(sorted([(ta, ca), (tb, cb)])))
+        classes = defaultdict(list)
+        for node in parent:
+            classes[find(node)].append(node)
+        for members in classes.values():
+            for a, ca in members:
+                for b, cb in members:
+                    if a != b:
+                        self.edges.add(Edge(a, ca, b, cb))
+
+    # -- subqueries
+
+    def _subquery_link(self, outer: Scope, node: exp.Expression, resolve) -> None:
+        """Edges between the outer query and a subquery used as a top-level WHERE conjunct."""
+        negated = isinstance(node, exp.Not)
+        inner_node = _unparen(node.this) if negated else node
+        if isinstance(inner_node, exp.Exists):
+            inner = self._scope_of(inner_node.this)
+            if inner is None:
+                return
+            for ik, ic, ok, oc in self._correlations(inner, outer):
+                if not negated and _plain_select(inner.expression):
+                    self._edge(ik, ic, ok, oc)
+        elif isinstance(inner_node, exp.In) and inner_node.args.get("query") is not None and not negated:
+            query = inner_node.args["query"]
+            inner = self._scope_of(query.this if isinstance(query, exp.Subquery) else query)
+            outer_col = _unparen(inner_node.this)
+            if inner is None or not isinstance(outer_col, exp.Column):
+                return
+            found = resolve(outer_col)
+            projection = inner.expression.expressions
+            if found is None or len(projection) != 1:
+                return
+            inner_col = _unparen(projection[0].unalias())
+            inner_found = self._resolver(inner)(inner_col) if isinstance(inner_col, exp.Column) else None
+            if inner_found is None or inner_found[0] not in self.local_refs[id(inner)].values():
+                return
+            (ok, ocol), (ik, icol) = found, inner_found
+            if ok not in self.local_refs[id(outer)].values():
+                return
+            self._edge(ik, icol.name, ok, ocol.name)
+            if _membership_preserving(inner.expression, inner_col):
+                self._edge(ok, ocol.name, ik, icol.name)
+
+    def _scope_of(self, select: exp.Expression) -> Scope | None:
+        for s in self.scopes:
+            if s.expression is select:
+                return s
+        return None
+
+    def _correlations(self, inner: Scope, outer: Scope):
+        """(inner ref, col, outer ref, col) for `inner.col = outer.col` conjuncts of
+        the subquery's WHERE; also records the always-valid edge outer -> inner."""
+        where = inner.expression.args.get("where")
+        inner_local = set(self.local_refs[id(inner)].values())
+        outer_local = set(self.local_refs[id(outer)].values())
+        found = []
+        for p in self._conjuncts(where, self._resolver(inner)):
+            for a, ca, b, cb in self._equality(p, inner_local, outer_local):
+                self._edge(b, cb, a, ca)
+                found.append((a, ca, b, cb))
+        return found
+
+
+def _is_within(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
+
+
+def _has_aggregate(select: exp.Select) -> bool:
+    for e in select.expressions:
+        if e.find(exp.AggFunc) is not None:
+            return True
+    return bool(select.args.get("group") or select.args.get("having"))
+
+
+def _plain_select(select: exp.Select) -> bool:
+    """EXISTS over it is TRUE exactly when some row passes its WHERE."""
+    return not _has_aggregate(select) and not select.args.get("limit")
+
+
+def _membership_preserving(select: exp.Select, column: exp.Column) -> bool:
+    """Whether dropping rows whose `column` value is not probed leaves the answers for probed values unchanged."""
+    if select.args.get("limit") or select.args.get("offset") or select.find(exp.Window) is not None:
+        return False
+    group = select.args.get("group")
+    if group is not None:
+        keys = [_unparen(k) for k in group.expressions]
+        return len(keys) == 1 and keys[0] == column
+    return not _has_aggregate(select)
+
+
+# ---------------------------------------------------------------------------
+# Candidate cuts
+
+
+def candidate_cuts(
+    analysis: QueryAnalysis, key: str, key_hops: Iterable[Hop], max_depth: int = DEFAULT_MAX_DEPTH
+) -> tuple[list[Predicate], list[JoinInduced]]:
+    """Simple cuts (the filter's conjuncts) and join-induced cuts (one per
+    conjunct of each source's filter, per induction path) for ref `key`."""
+    simple = [c for c in conjuncts(analysis.filter(key)) if c != TRUE]
+    induced = []
+    for ip in analysis.induced(key, key_hops, max_depth):
+        for c in conjuncts(ip.predicate.source):
+            induced.append(JoinInduced(ip.hops, c))
+    return simple, list(dict.fromkeys(induced))
