@@ -268,7 +268,8 @@ class _Analyzer:
 
     def _collect_refs(self, scope: Scope) -> None:
         local = {}
-        for alias, (node, source) in scope.selected_sources.items():
+        # scope.sources, not selected_sources: the latter leaves out semi/anti-joined tables.
+        for alias, source in scope.sources.items():
             if isinstance(source, exp.Table) and "ref_id" in source.meta:
                 table = source.name.lower()
                 if table not in self.schema.tables:
