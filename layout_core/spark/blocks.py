@@ -1,0 +1,126 @@
+"""Spark side of a layout: flag cuts, give rows block ids, write block folders, summarize blocks.
+
+All work is DataFrame expressions (no Python UDF). Folder layout:
+`<table location>/[<partition column>=<value>/]block_id=<n>/part-*.parquet`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ..predicates import value_to_json
+from ..schema import TableSchema
+
+BLOCK_COLUMN = "block_id"
+ORDERABLE_KINDS = ("int", "decimal", "string", "date", "timestamp")
+
+
+def cut_flag_columns(n_cuts: int) -> list[str]:
+    return [f"_cut{i}" for i in range(n_cuts)]
+
+
+def with_cut_flags(df: DataFrame, cut_sqls: Sequence[str]) -> DataFrame:
+    """One boolean column per cut: TRUE where the row satisfies it (NULL counts as FALSE)."""
+    flags = [F.coalesce(F.expr(sql), F.lit(False)).alias(name)
+             for sql, name in zip(cut_sqls, cut_flag_columns(len(cut_sqls)))]
+    return df.select("*", *flags)
+
+
+def with_block_ids(df: DataFrame, key: Column, block_ids: Sequence[int], spark: SparkSession) -> DataFrame:
+    """Give each distinct value of `key` one of `block_ids`, in sorted key order.
+
+    Raises ValueError when there are more distinct keys than reserved ids.
+    """
+    keys = [r[0] for r in df.select(key.alias("_key")).distinct().orderBy("_key").collect()]
+    if len(keys) > len(block_ids):
+        raise ValueError(f"{len(keys)} blocks but only {len(block_ids)} block ids reserved")
+    mapping = spark.createDataFrame(list(zip(keys, block_ids[: len(keys)])), ["_key", BLOCK_COLUMN])
+    return (df.withColumn("_key", key)
+              .join(F.broadcast(mapping), on="_key", how="inner")
+              .drop("_key"))
+
+
+@dataclass(frozen=True)
+class BlockSummary:
+    block_id: int
+    row_count: int
+    stats: dict  # column -> {"min", "max", "null_count"} in value_to_json encoding
+    union_bits: int
+    all_bits: int
+
+
+def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int) -> list[BlockSummary]:
+    """Row counts, per-column min/max/null counts and cut bit vectors of every block.
+
+    `df` has the block column and, when n_cuts > 0, the cut flag columns.
+    """
+    columns = [c for c in table.column_names if table.column(c).kind in ORDERABLE_KINDS]
+    aggs = [F.count(F.lit(1)).alias("_rows")]
+    for c in columns:
+        aggs += [F.min(c).alias(f"_min_{c}"), F.max(c).alias(f"_max_{c}"),
+                 F.count(F.when(F.col(c).isNull(), 1)).alias(f"_nulls_{c}")]
+    for flag in cut_flag_columns(n_cuts):
+        aggs += [F.max(F.col(flag).cast("int")).alias(f"_any{flag}"),
+                 F.min(F.col(flag).cast("int")).alias(f"_all{flag}")]
+    out = []
+    for row in df.groupBy(BLOCK_COLUMN).agg(*aggs).collect():
+        stats = {
+            c: {"min": value_to_json(row[f"_min_{c}"]), "max": value_to_json(row[f"_max_{c}"]),
+                "null_count": int(row[f"_nulls_{c}"])}
+            for c in columns
+        }
+        union = all_ = 0
+        for i, flag in enumerate(cut_flag_columns(n_cuts)):
+            union |= int(row[f"_any{flag}"]) << i
+            all_ |= int(row[f"_all{flag}"]) << i
+        out.append(BlockSummary(int(row[BLOCK_COLUMN]), int(row["_rows"]), stats, union, all_))
+    return sorted(out, key=lambda b: b.block_id)
+
+
+def block_folder(location: str | Path, block_id: int, partition_column: str | None = None,
+                 partition: str = "") -> Path:
+    base = Path(location)
+    if partition_column and partition:
+        base = base / f"{partition_column}={partition}"
+    return base / f"{BLOCK_COLUMN}={block_id}"
+
+
+def write_block_folders(
+    df: DataFrame,
+    data_columns: Iterable[str],
+    location: str | Path,
+    staging: str | Path,
+    partition_column: str | None = None,
+    partition: str = "",
+) -> dict[int, tuple[Path, int]]:
+    """Write each block's rows (data columns only) to its folder; {block_id: (folder, bytes)}.
+
+    Rows go to a staging folder first and each finished block folder is then
+    moved into place, so a reader never lists a half-written block. A folder
+    left by an earlier attempt with the same block id is replaced, which makes
+    a retry write the same files instead of adding duplicates.
+    """
+    staging = Path(staging)
+    shutil.rmtree(staging, ignore_errors=True)
+    (df.select(*data_columns, BLOCK_COLUMN)
+       .repartition(BLOCK_COLUMN)
+       .write.mode("overwrite")
+       .partitionBy(BLOCK_COLUMN)
+       .parquet(str(staging)))
+    written: dict[int, tuple[Path, int]] = {}
+    for folder in sorted(staging.glob(f"{BLOCK_COLUMN}=*")):
+        block_id = int(folder.name.split("=", 1)[1])
+        target = block_folder(location, block_id, partition_column, partition)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(target, ignore_errors=True)
+        folder.rename(target)
+        size = sum(f.stat().st_size for f in target.glob("*.parquet"))
+        written[block_id] = (target, size)
+    shutil.rmtree(staging, ignore_errors=True)
+    return written
