@@ -32,3 +32,17 @@ def local_session(app_name: str, master: str | None = None, extra: dict | None =
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+
+def job_session(app_name: str):
+    """The session of a spark-submit job: master and resources come from spark-submit
+    (which starts Python with PYSPARK_GATEWAY_PORT set); run any other way (tests,
+    `python jobs/x.py`) it falls back to local_session."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.builder.appName(app_name).getOrCreate()
+        session.sparkContext.setLogLevel("WARN")
+        return session
+    return local_session(app_name)

@@ -1,0 +1,104 @@
+"""layout_nightly: lay out one new partition of a warehouse table into skippable blocks.
+
+    ingest -> featurize -> reduce -> optimize -> write_blocks -> verify -> update_catalog
+
+Each step is a spark-submit of `jobs/<step>.py` on the `spark_default`
+connection (local mode unless the connection says otherwise). Steps keep
+their outputs under the run's staging folder, so a retried task redoes only
+its own work; the new layout becomes visible in the last step, in one
+catalog transaction. The catalog URL and warehouse come from the
+environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE).
+
+Kept light on purpose: no Spark or layout_core import here, so the DAG
+processor parses this file in milliseconds.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, Param
+
+JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
+LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")
+
+RUN_ARGS = [
+    "--table", "{{ params.table }}",
+    "--partition", "{{ params.partition or ds }}",
+    "--run-id", "{{ run_id }}",
+]
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+    # short jobs: the JIT's top tier costs more than it saves
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+}
+
+
+def spark_step(step: str, *extra_args: str, **kwargs) -> SparkSubmitOperator:
+    return SparkSubmitOperator(
+        task_id=step,
+        application=str(JOBS_DIR / f"{step}.py"),
+        application_args=[*RUN_ARGS, *extra_args],
+        conn_id="spark_default",
+        conf=SPARK_CONF,
+        name=f"layout-{step}",
+        **kwargs,
+    )
+
+
+with DAG(
+    dag_id="layout_nightly",
+    description="Lay out a new table partition into blocks that queries can skip",
+    schedule=os.environ.get("LAYOUT_NIGHTLY_SCHEDULE") or None,
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    tags=["layout"],
+    params={
+        "table": Param("lineitem", type="string", description="warehouse table"),
+        "partition": Param("", type="string", description="partition value (default: the run's date)"),
+        "source": Param("", type="string", description="Parquet path of the new batch"),
+        "date_column": Param("", type="string", description="column for the date range (optional)"),
+        "start": Param("", type="string", description="first date of the batch, inclusive (optional)"),
+        "end": Param("", type="string", description="end date of the batch, exclusive (optional)"),
+        "optimizer": Param("fineblock", enum=["fineblock", "sortkey"]),
+        "block_size": Param(50000, type="integer", minimum=1, description="minSize, rows per block"),
+        "sort_column": Param("", type="string", description="column of the sortkey optimizer"),
+        "num_feat": Param(15, type="integer", minimum=0, maximum=62, description="features (numFeat)"),
+        "min_support": Param(2, type="integer", minimum=1, description="frequent itemset support T"),
+        "query_log": Param("", type="string", description="SQL file of past queries"),
+        "exclude_column": Param("", type="string", description="a column never used in features"),
+    },
+) as dag:
+    ingest = spark_step(
+        "ingest",
+        "--source", "{{ params.source }}",
+        "--date-column", "{{ params.date_column }}",
+        "--start", "{{ params.start }}",
+        "--end", "{{ params.end }}",
+    )
+    featurize = spark_step(
+        "featurize",
+        "--query-log", "{{ params.query_log }}",
+        "--num-feat", "{{ params.num_feat }}",
+        "--min-support", "{{ params.min_support }}",
+        "--exclude-column", "{{ params.exclude_column }}",
+    )
+    reduce = spark_step("reduce")
+    optimizer_args = (
+        "--optimizer", "{{ params.optimizer }}",
+        "--block-size", "{{ params.block_size }}",
+        "--sort-column", "{{ params.sort_column }}",
+    )
+    optimize = spark_step("optimize", *optimizer_args)
+    write_blocks = spark_step("write_blocks", *optimizer_args)
+    verify = spark_step("verify")
+    update_catalog = spark_step("update_catalog", outlets=[LAYOUT_CATALOG])
+
+    ingest >> featurize >> reduce >> optimize >> write_blocks >> verify >> update_catalog

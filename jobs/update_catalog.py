@@ -1,0 +1,8 @@
+"""spark-submit jobs/update_catalog.py --table T --partition P --run-id R ... (see --help)."""
+
+import sys
+
+from layout_core.pipeline.job import main
+
+if __name__ == "__main__":
+    sys.exit(main("update_catalog"))
