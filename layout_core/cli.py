@@ -132,6 +132,72 @@ def cmd_rewrite(args) -> int:
     return 0
 
 
+def cmd_run_workload(args) -> int:
+    from .catalog import Catalog
+    from .schema import load_schema
+    from .skipping.router import RoutingIndex
+    from .spark.runner import register_raw_tables, run_workload
+    from .spark.views import register_layout_views
+    from .spark_session import local_session
+    from .sql.statements import split_statements
+
+    settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
+    schema = load_schema(args.schema or settings.schema)
+    statements = [s.sql for s in split_statements(Path(args.file).read_text())]
+    with Catalog(settings.catalog_url) as catalog:
+        snapshot = catalog.snapshot()
+    spark = local_session("layout-run-workload")
+    try:
+        tables = list(schema.tables.values())
+        if args.raw:
+            register_raw_tables(spark, args.raw, [t.name for t in tables])
+        register_layout_views(spark, snapshot, tables)
+        locations = {name: info.location for name, info in snapshot.tables.items()}
+
+        def show(run) -> None:
+            verdict = {True: "same", False: "DIFFERENT", None: "-"}[run.equal]
+            print(f"query {run.index:3d}: {verdict:9s} rows={run.rows_returned:6d} "
+                  f"files={run.scan_rewritten.files:5d} "
+                  f"seconds={run.seconds_rewritten:.2f}"
+                  + (f" (as written: files={run.scan_original.files} seconds={run.seconds_original:.2f})"
+                     if run.scan_original else ""), file=sys.stderr if args.json else sys.stdout)
+            if run.equal is False:
+                print(f"    {run.difference}", file=sys.stderr)
+
+        runs = run_workload(spark, statements, RoutingIndex.from_snapshot(snapshot), schema,
+                            locations, compare=args.compare, progress=show)
+    finally:
+        spark.stop()
+    different = [r.index for r in runs if r.equal is False]
+    if args.json:
+        print(json.dumps({"queries": len(runs), "different": different,
+                          "runs": [r.to_json() for r in runs]}, indent=1, default=str))
+    else:
+        files = sum(r.scan_rewritten.files for r in runs)
+        print(f"{len(runs)} queries, {files} files read with skipping"
+              + (f", {sum(r.scan_original.files for r in runs)} as written; "
+                 f"{len(different)} answers differ" if args.compare else ""))
+    return 1 if different else 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(Path(args.home), args.sf)
+
+
+def cmd_bench_sun(args) -> int:
+    from .bench.sun import format_result, run
+
+    result = run(sf=args.sf, n_train=args.train, n_test=args.test, num_feat=args.num_feat,
+                 min_size=args.min_size, sweep=args.sweep, spark_time=not args.no_spark,
+                 work=Path(args.work))
+    Path(args.work).mkdir(parents=True, exist_ok=True)
+    (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2) if args.json else format_result(result))
+    return 0
+
+
 def cmd_catalog_show(args) -> int:
     from .catalog import Catalog
 
@@ -192,6 +258,35 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "route":
             p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
+
+    rw = sub.add_parser("run-workload", help="run queries on Spark with the router's block filters")
+    rw.add_argument("file", help="a SQL file, statements separated by ';'")
+    rw.add_argument("--warehouse", help="warehouse root (default LAYOUT_WAREHOUSE)")
+    rw.add_argument("--catalog", help="catalog URL")
+    rw.add_argument("--schema", help="schema name (tpch) or YAML/JSON file")
+    rw.add_argument("--raw", help="folder of <table>.parquet for tables without a layout")
+    rw.add_argument("--compare", action="store_true",
+                    help="also run each query as written and require identical answers")
+    rw.add_argument("--json", action="store_true")
+    rw.set_defaults(func=cmd_run_workload)
+
+    demo = sub.add_parser("demo", help="TPC-H end to end: data, queries, two nightly DAG runs, report")
+    demo.add_argument("--home", default=".layout/demo", help="folder for everything the demo makes")
+    demo.add_argument("--sf", type=float, default=0.05, help="TPC-H scale factor (default 0.05)")
+    demo.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="benchmarks").add_subparsers(dest="bench_command", required=True)
+    bs = bench.add_parser("sun", help="Sun et al. section 7.3: range, range2, fineblock on denormalized TPC-H")
+    bs.add_argument("--sf", type=float, default=0.1, help="TPC-H scale factor (default 0.1)")
+    bs.add_argument("--train", type=int, default=800, help="training queries (default 800)")
+    bs.add_argument("--test", type=int, default=80, help="test queries (default 80)")
+    bs.add_argument("--num-feat", type=int, default=15)
+    bs.add_argument("--min-size", type=int, help="rows per block (default: ~100 blocks per month, as the paper)")
+    bs.add_argument("--sweep", action="store_true", help="also sweep minSize from 0.1x to 4x")
+    bs.add_argument("--no-spark", action="store_true", help="skip writing layouts and timing Spark")
+    bs.add_argument("--work", default=".layout/bench/sun", help="folder for data and results")
+    bs.add_argument("--json", action="store_true")
+    bs.set_defaults(func=cmd_bench_sun)
 
     cat = sub.add_parser("catalog", help="the layout catalog").add_subparsers(dest="catalog_command", required=True)
     show = cat.add_parser("show", help="tables and layout versions")

@@ -277,6 +277,9 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog, o
     blocking = _read_json(paths.file("blocking.json"), "write_blocks")
     version, ids = catalog.begin_version(table.name, paths.partition, optimizer, params,
                                          paths.run_id, blocking["n_blocks"])
+    if catalog.version(version).state == "active" and paths.file("written.json").exists():
+        # A retry after this run already went live: its folders are being read; leave them.
+        return _record(paths, "write_blocks", {"version": version, "already_active": True})
     df = spark.read.parquet(str(paths.file("featurized")))
     written = {}
     if blocking["n_blocks"]:
@@ -321,6 +324,11 @@ def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict
     """Rows and checksum of the written blocks equal those of the input; else fail the version."""
     t0 = time.monotonic()
     written = _read_json(paths.file("written.json"), "verify")
+    missing = [b["path"] for b in written["blocks"].values() if not Path(b["path"]).is_dir()]
+    if missing:
+        reason = f"verify failed: {len(missing)} written block folders are missing, e.g. {missing[0]}"
+        catalog.fail(written["version"], reason)
+        raise StepError(reason)
     source = spark.read.parquet(str(paths.file("input")))
     expected = _fingerprint(source, table.column_names)
     frame = _written_frame(spark, paths, table, written)

@@ -114,11 +114,11 @@ def _layout_index(layout: ActiveLayout, active_versions: dict[str, set[int]]) ->
         tuple(b.row_count for b in blocks),
         tuple(b.union_bits for b in blocks),
         tuple(b.all_bits for b in blocks),
-        tuple(_stats(b.stats, b.row_count) for b in blocks),
+        tuple(column_stats(b.stats, b.row_count) for b in blocks),
     )
 
 
-def _stats(raw: dict, row_count: int) -> dict[str, ColumnStats]:
+def column_stats(raw: dict, row_count: int) -> dict[str, ColumnStats]:
     out = {}
     for column, s in raw.items():
         try:

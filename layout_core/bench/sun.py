@@ -1,0 +1,281 @@
+"""Benchmark: Sun et al. §7.3 on this machine (`layout bench sun`).
+
+Setup as in the paper, scaled to the data:
+
+- lineitem denormalized with orders, customer, nation, region (of the
+  customer), part and supplier; month partitions on o_orderdate;
+- training and test queries from q3 q5 q6 q8 q10 q12 q14 q19, half uniform and
+  half Zipf-skewed; a query becomes the conjunction of its filters on the
+  joined tables (column names are unique in TPC-H), as the paper's
+  single-table rewrite of the templates;
+- layouts: `range` (rows sorted by o_orderdate, equal blocks), `range2`
+  (per month, sorted by r_name, c_mktsegment, l_quantity, equal blocks) and
+  `fineblock` (numFeat features, date filters excluded since month
+  partitions serve them; bottom-up blocks per month). Range blocks have the
+  fineblock layout's mean block size, so the comparison is at equal block
+  count. Blocks of every layout have zone maps; fineblock also union vectors.
+- minSize: the paper's month partitions have about 100 blocks at minSize
+  50,000; here `--min-size` defaults to the size giving that ratio.
+
+Rows scanned come from the router's decisions; "actual" is the rows that
+satisfy each test query. Spark time is the test queries run on each layout
+written as Parquet block folders (block filters from the router).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..optimize.features import select_features
+from ..optimize.fineblock import VectorCounts, bottom_up
+from ..predicates import Predicate, TRUE, conj, conjuncts, to_sql
+from ..schema import Schema, TableSchema, load_schema
+from ..skipping.router import LayoutIndex, column_stats, route_layout
+from ..sql.analysis import QueryError, analyze
+from ..workload.tpch import generate
+from ..workload.tpch_data import generate_tpch
+
+log = logging.getLogger("layout.bench.sun")
+
+TEMPLATES = (3, 5, 6, 8, 10, 12, 14, 19)
+WIDE_TABLES = ("lineitem", "orders", "customer", "nation", "region", "part", "supplier")
+DATE_COLUMNS = ("o_orderdate", "l_shipdate", "l_commitdate", "l_receiptdate")
+BLOCKS_PER_PARTITION = 100  # the paper: ~100 blocks per month partition
+
+
+def wide_schema(schema: Schema) -> TableSchema:
+    """The denormalized table's columns (TPC-H column names are unique across tables)."""
+    columns = []
+    for t in WIDE_TABLES:
+        columns += [c for c in schema.table(t).columns if c[0] not in {n for n, _ in columns}]
+    return TableSchema("wide", tuple(columns))
+
+
+def wide_query(sql: str, schema: Schema) -> Predicate | None:
+    """A TPC-H query as one filter on the denormalized table."""
+    try:
+        analysis = analyze(sql, schema)
+    except QueryError:
+        return None
+    return conj(analysis.filter(r.key) for r in analysis.refs if r.table in WIDE_TABLES)
+
+
+def workload(n_train: int, n_test: int, seed: int, sf: float) -> tuple[list, list]:
+    """Half uniform, half Zipf-skewed (s=3) instances of the templates, split train/test."""
+    per = lambda n: max(1, math.ceil(n / len(TEMPLATES) / 2))  # noqa: E731
+    train = (generate(per(n_train), seed, TEMPLATES, scale_factor=sf)
+             + generate(per(n_train), seed + 1, TEMPLATES, skew=3, scale_factor=sf))
+    test = (generate(per(n_test), seed + 100, TEMPLATES, scale_factor=sf)
+            + generate(per(n_test), seed + 101, TEMPLATES, skew=3, scale_factor=sf))
+    return train[:n_train], test[:n_test]
+
+
+@dataclass
+class Layout:
+    name: str
+    blocks: LayoutIndex
+    spark_seconds: float = 0.0
+
+
+def _summaries_to_index(name: str, summaries, cuts) -> LayoutIndex:
+    return LayoutIndex(
+        name, "", 0, tuple(cuts),
+        tuple(s.block_id for s in summaries), tuple(s.row_count for s in summaries),
+        tuple(s.union_bits for s in summaries), tuple(s.all_bits for s in summaries),
+        tuple(column_stats(s.stats, s.row_count) for s in summaries),
+    )
+
+
+def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 15,
+        min_size: int | None = None, sweep: bool = False, spark_time: bool = True,
+        work: Path = Path(".layout/bench/sun"), seed: int = 1) -> dict:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_cut_flags
+    from ..spark_session import local_session
+
+    work = work.resolve()
+    steps: dict[str, float] = {}
+    schema = load_schema("tpch")
+    wide_table = wide_schema(schema)
+    tpch = generate_tpch(sf, work / f"tpch_sf{sf}")
+    spark = local_session("layout-bench-sun")
+    try:
+        t0 = time.monotonic()
+        raw = {t: spark.read.parquet(str(tpch[t])) for t in WIDE_TABLES}
+        wide = (raw["lineitem"]
+                .join(raw["orders"], F.col("l_orderkey") == F.col("o_orderkey"))
+                .join(raw["customer"], F.col("o_custkey") == F.col("c_custkey"))
+                .join(raw["nation"], F.col("c_nationkey") == F.col("n_nationkey"))
+                .join(raw["region"], F.col("n_regionkey") == F.col("r_regionkey"))
+                .join(raw["part"], F.col("l_partkey") == F.col("p_partkey"))
+                .join(raw["supplier"], F.col("l_suppkey") == F.col("s_suppkey"))
+                .select(*wide_table.column_names)
+                .withColumn("month", F.date_format("o_orderdate", "yyyy-MM")))
+        wide_path = work / f"wide_sf{sf}"
+        if not (wide_path / "_SUCCESS").exists():
+            wide.write.mode("overwrite").parquet(str(wide_path))
+        wide = spark.read.parquet(str(wide_path)).cache()
+        total_rows = wide.count()
+        months = wide.select("month").distinct().count()
+        steps["ingest_denormalize"] = time.monotonic() - t0
+
+        train, test = workload(n_train, n_test, seed, sf)
+        train_preds = [p for p in (wide_query(q.sql, schema) for q in train) if p is not None]
+        test_preds = [p for p in (wide_query(q.sql, schema) for q in test) if p is not None]
+        min_size = min_size or max(1, total_rows // months // BLOCKS_PER_PARTITION)
+
+        t0 = time.monotonic()
+        features = select_features([list(conjuncts(p)) for p in train_preds], num_feat, min_support=max(2, len(train_preds) // 100),
+                                   exclude=lambda p: bool(p.columns() & set(DATE_COLUMNS)))
+        cuts = [f.predicate for f in features]
+        flagged = with_cut_flags(wide, [to_sql(c) for c in cuts])
+        vec = F.lit(0).cast("long")
+        for i in range(len(cuts)):
+            vec = vec + F.when(F.col(f"_cut{i}"), F.lit(1 << i)).otherwise(0).cast("long")
+        flagged = flagged.withColumn("_vec", vec).cache()
+        pairs = flagged.groupBy("month", "_vec").count().collect()
+        steps["featurize_reduce"] = time.monotonic() - t0
+
+        def fineblock_map(size: int):
+            """Per month: bottom-up blocks; returns (pieces rows, n_blocks, seconds)."""
+            started = time.monotonic()
+            by_month: dict[str, list] = {}
+            for r in pairs:
+                by_month.setdefault(r["month"], []).append((int(r["_vec"]), int(r["count"])))
+            weights = np.array([f.support for f in features], dtype=float)
+            pieces, offset = [], 0
+            for month in sorted(by_month):
+                items = sorted(by_month[month])
+                codes = np.array([v for v, _ in items], dtype=np.int64)
+                vectors = ((codes[:, None] >> np.arange(len(cuts), dtype=np.int64)) & 1).astype(bool)
+                counts = np.array([c for _, c in items], dtype=np.int64)
+                bm = bottom_up(VectorCounts(vectors, counts, weights), size)
+                for vi, b, s, e in zip(bm.vector_index, bm.block, bm.row_start, bm.row_end):
+                    pieces.append((month, int(codes[vi]), int(b) + offset, int(s), int(e)))
+                offset += bm.n_blocks
+            return pieces, offset, time.monotonic() - started
+
+        pieces, n_fine, steps["optimize"] = fineblock_map(min_size)
+
+        t0 = time.monotonic()
+        data_cols = [c for c in wide.columns if not c.startswith("_")]
+        order = [F.xxhash64(*data_cols)]
+        pieces_df = spark.createDataFrame(pieces, "month string, _vec long, _b int, _s long, _e long")
+        rn = F.row_number().over(Window.partitionBy("month", "_vec").orderBy(*order)) - 1
+        fine = (flagged.withColumn("_rn", rn).join(F.broadcast(pieces_df), ["month", "_vec"])
+                .where((F.col("_rn") >= F.col("_s")) & (F.col("_rn") < F.col("_e")))
+                .withColumn(BLOCK_COLUMN, F.col("_b")).drop("_rn", "_s", "_e", "_b"))
+        fine = fine.cache()
+        fine_summaries = summarize_blocks(fine, wide_table, len(cuts))
+        steps["write_blocks_and_stats"] = time.monotonic() - t0
+
+        mean_block = max(1, total_rows // max(1, n_fine))
+        by_date = F.row_number().over(Window.orderBy("o_orderdate", *order)) - 1
+        range1 = flagged.withColumn(BLOCK_COLUMN, F.floor(by_date / mean_block).cast("int"))
+        per_month = F.row_number().over(Window.partitionBy("month").orderBy(
+            "r_name", "c_mktsegment", "l_quantity", *order)) - 1
+        month_rank = F.dense_rank().over(Window.orderBy("month")) * 100000
+        range2 = flagged.withColumn(BLOCK_COLUMN, (month_rank + F.floor(per_month / mean_block)).cast("int"))
+        layouts = {
+            "range": _summaries_to_index("range", summarize_blocks(range1, wide_table, 0), []),
+            "range2": _summaries_to_index("range2", summarize_blocks(range2, wide_table, 0), []),
+            "fineblock": _summaries_to_index("fineblock", fine_summaries, cuts),
+        }
+
+        # rows actually needed: rows satisfying each test query
+        actual = 0
+        for p in test_preds:
+            actual += flagged.where(to_sql(p)).count() if p != TRUE else total_rows
+
+        result_layouts = {}
+        router_seconds = {}
+        for name, index in layouts.items():
+            t0 = time.monotonic()
+            scanned = blocks_read = 0
+            for p in test_preds:
+                route = route_layout(p, p, index)
+                scanned += route.rows
+                blocks_read += len(route.blocks)
+            router_seconds[name] = time.monotonic() - t0
+            result_layouts[name] = {
+                "rows_scanned_fraction": scanned / (total_rows * len(test_preds)),
+                "blocks_read": blocks_read,
+                "blocks": len(index.block_ids),
+                "spark_seconds": 0.0,
+            }
+
+        if spark_time:
+            frames = {"range": range1, "range2": range2, "fineblock": fine}
+            for name, frame in frames.items():
+                path = work / f"layout_{name}_sf{sf}"
+                frame.select(*data_cols, BLOCK_COLUMN).repartition(BLOCK_COLUMN).write.mode("overwrite") \
+                    .partitionBy(BLOCK_COLUMN).parquet(str(path))
+                view = spark.read.parquet(str(path))
+                view.createOrReplaceTempView(f"wide_{name}")
+                started = time.monotonic()
+                for p in test_preds:
+                    route = route_layout(p, p, layouts[name])
+                    ids = ",".join(str(b) for b in route.blocks) or "NULL"
+                    spark.sql(f"SELECT count(*), sum(l_extendedprice) FROM wide_{name} "
+                              f"WHERE block_id IN ({ids}) AND ({to_sql(p)})").collect()
+                result_layouts[name]["spark_seconds"] = round(time.monotonic() - started, 2)
+
+        sweep_result = {}
+        if sweep:
+            for size in sorted({max(1, int(min_size * f)) for f in (0.1, 0.25, 0.5, 1, 2, 4)}):
+                sweep_pieces, n_blocks, _ = fineblock_map(size)
+                sweep_df = spark.createDataFrame(sweep_pieces, "month string, _vec long, _b int, _s long, _e long")
+                blocked = (flagged.withColumn("_rn", rn).join(F.broadcast(sweep_df), ["month", "_vec"])
+                           .where((F.col("_rn") >= F.col("_s")) & (F.col("_rn") < F.col("_e")))
+                           .withColumn(BLOCK_COLUMN, F.col("_b")))
+                index = _summaries_to_index("sweep", summarize_blocks(blocked, wide_table, len(cuts)), cuts)
+                scanned = sum(route_layout(p, p, index).rows for p in test_preds)
+                sweep_result[str(size)] = {"blocks": n_blocks,
+                                           "rows_scanned_fraction": scanned / (total_rows * len(test_preds))}
+    finally:
+        spark.stop()
+    pipeline = sum(steps.values())
+    return {
+        "scale_factor": sf,
+        "rows": total_rows,
+        "month_partitions": months,
+        "min_size": min_size,
+        "features": [to_sql(c) for c in cuts],
+        "train_queries": len(train_preds),
+        "test_queries": len(test_preds),
+        "layouts": result_layouts,
+        "actual_fraction": actual / (total_rows * len(test_preds)),
+        "steps_seconds": {k: round(v, 2) for k, v in steps.items()},
+        "optimize_share_of_pipeline": round(steps["optimize"] / pipeline, 4) if pipeline else 0.0,
+        "router_seconds": {k: round(v, 2) for k, v in router_seconds.items()},
+        "min_size_sweep": sweep_result,
+    }
+
+
+def format_result(r: dict) -> str:
+    lines = [f"Sun §7.3 on TPC-H SF {r['scale_factor']}: {r['rows']} rows, {r['month_partitions']} month "
+             f"partitions, minSize {r['min_size']}, {r['train_queries']} training / {r['test_queries']} test queries",
+             f"{'layout':10s} {'blocks':>7s} {'rows scanned':>13s} {'vs range':>9s} {'spark s':>8s}"]
+    base = r["layouts"]["range"]["rows_scanned_fraction"] or 1.0
+    for name, v in r["layouts"].items():
+        lines.append(f"{name:10s} {v['blocks']:7d} {v['rows_scanned_fraction']:13.2%} "
+                     f"{v['rows_scanned_fraction'] / base:9.2f} {v['spark_seconds']:8.1f}")
+    lines.append(f"{'actual':10s} {'':7s} {r['actual_fraction']:13.2%} {r['actual_fraction'] / base:9.2f}")
+    lines.append("steps (s): " + ", ".join(f"{k} {v}" for k, v in r["steps_seconds"].items())
+                 + f"; optimize share {r['optimize_share_of_pipeline']:.1%}")
+    for size, v in r["min_size_sweep"].items():
+        lines.append(f"  minSize {size:>7s}: {v['blocks']} blocks, rows scanned {v['rows_scanned_fraction']:.2%}")
+    return "\n".join(lines)
+
+
+def main_json(**kwargs) -> str:
+    return json.dumps(run(**kwargs), indent=2)
