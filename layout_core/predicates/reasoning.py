@@ -78,6 +78,22 @@ def _value_fits(column: Column, v: Any) -> bool:
     return isinstance(v, types)
 
 
+def _as_kind(column: Column, v: Any) -> Any:
+    """v as a value of the column's own type for value sets.
+
+    `_value_fits` lets int literals (and stats) through for decimal and float
+    columns, but value sets treat an int as a point of a discrete domain: on a
+    decimal column `d > 1` would become `d >= 2` and `d IN (1, 2)` would merge
+    into [1, 2], so 1.5 would be lost or gained (unsound implies/might_match).
+    As a Decimal the value is not discrete. (The lru_cache of `atom_sets` also
+    sees `Compare(d, '>', 1) == Compare(d, '>', Decimal(1))`, so both must give
+    the same sets.)
+    """
+    if column.kind in ("decimal", "float") and type(v) is int:
+        return Decimal(v)
+    return v
+
+
 # ---------------------------------------------------------------------------
 # LIKE patterns
 
@@ -140,19 +156,19 @@ def atom_sets(a: Predicate) -> AtomSets | None:
     if isinstance(a, Compare):
         if not _value_fits(a.column, a.value):
             return None
-        s = ValueSet.compare(a.op, a.value)
+        s = ValueSet.compare(a.op, _as_kind(a.column, a.value))
         return AtomSets(a.column.name, s, s)
     if isinstance(a, Between):
         if not (_value_fits(a.column, a.low) and _value_fits(a.column, a.high)):
             return None
-        s = ValueSet.of([Interval(a.low, a.high)])
+        s = ValueSet.of([Interval(_as_kind(a.column, a.low), _as_kind(a.column, a.high))])
         if a.negated:
             s = s.complement_non_null()
         return AtomSets(a.column.name, s, s)
     if isinstance(a, InList):
         if not all(_value_fits(a.column, v) for v in a.values):
             return None
-        members = ValueSet.points(a.values)
+        members = ValueSet.points(_as_kind(a.column, v) for v in a.values)
         if not a.negated:
             return AtomSets(a.column.name, members, members)
         if a.has_null:
@@ -445,7 +461,8 @@ class ColumnStats:
             or not _value_fits(column, self.max)
         ):
             return ValueSet.everything()  # unknown or unusable bounds (NaN, other types)
-        intervals = [Interval(self.min, self.max)] if has_values else []
+        lo, hi = _as_kind(column, self.min), _as_kind(column, self.max)
+        intervals = [Interval(lo, hi)] if has_values else []
         return ValueSet.of(intervals, self.null_count > 0)
 
 

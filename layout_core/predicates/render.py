@@ -92,7 +92,8 @@ def to_sql(p: Predicate) -> str:
     if isinstance(p, ColumnCompare):
         return f"{identifier(p.left.name)} {p.op} {identifier(p.right.name)}"
     if isinstance(p, Opaque):
-        return f"NOT ({p.sql})" if p.negated else p.sql
+        # parenthesized: the text may itself contain AND/OR
+        return f"NOT ({p.sql})" if p.negated else f"({p.sql})"
     if isinstance(p, JoinInduced):
         return join_induced_sql(p)
     raise TypeError(f"not a predicate: {p!r}")

@@ -27,6 +27,9 @@ from .model import (
 )
 
 
+from .render import _sorted_values  # equal predicates serialize to equal text
+
+
 def value_to_json(v: Any) -> Any:
     if v is None or isinstance(v, (bool, str)):
         return v
@@ -77,7 +80,7 @@ def to_json(p: Predicate) -> Any:
         return {"between": _col(p.column), "low": value_to_json(p.low),
                 "high": value_to_json(p.high), "negated": p.negated}
     if isinstance(p, InList):
-        return {"in": _col(p.column), "values": [value_to_json(v) for v in p.values],
+        return {"in": _col(p.column), "values": [value_to_json(v) for v in _sorted_values(p.values)],
                 "negated": p.negated, "has_null": p.has_null}
     if isinstance(p, Like):
         return {"like": _col(p.column), "pattern": p.pattern, "negated": p.negated, "escape": p.escape}
