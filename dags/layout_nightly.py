@@ -32,6 +32,7 @@ RUN_ARGS = [
 ]
 SPARK_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.session.timeZone": "UTC",
     # short jobs: the JIT's top tier costs more than it saves

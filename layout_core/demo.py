@@ -81,7 +81,7 @@ def read_fractions(url: str, queries: list[str]) -> dict:
         "per_query": per_query,
         "rows_fraction": total["rows"] / total["rows_total"] if total["rows_total"] else 0.0,
         "blocks_fraction": total["blocks"] / total["blocks_total"] if total["blocks_total"] else 0.0,
-        "blocks": total["blocks_total"] // max(1, len(per_query)),
+        "blocks": sum(len(layout.block_ids) for layout in index.layouts.get("lineitem", ())),
     }
 
 

@@ -20,6 +20,7 @@ def local_session(app_name: str, master: str | None = None, extra: dict | None =
         SparkSession.builder.appName(app_name)
         .master(master or os.environ.get("LAYOUT_SPARK_MASTER", "local[2]"))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "8")

@@ -1,0 +1,101 @@
+"""The `layout` command line, used as a user would."""
+
+import json
+
+import pytest
+
+from layout_core.catalog import BlockRecord, Catalog
+from layout_core.cli import main
+from layout_core.predicates import value_to_json
+
+
+def test_help_of_every_command(capsys):
+    for argv in (["--help"], ["tpch", "generate", "--help"], ["workload", "tpch", "--help"],
+                 ["workload", "analyze", "--help"], ["route", "--help"], ["rewrite", "--help"],
+                 ["run-workload", "--help"], ["demo", "--help"], ["bench", "sun", "--help"],
+                 ["catalog", "show", "--help"]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 0
+        assert "usage: layout" in capsys.readouterr().out
+
+
+def test_tpch_generate_writes_eight_tables(tmp_path, capsys):
+    assert main(["tpch", "generate", "--sf", "0.01", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.parquet")) == sorted(
+        f"{t}.parquet" for t in ("region", "nation", "supplier", "customer", "part", "partsupp",
+                                 "orders", "lineitem"))
+    import pyarrow.parquet as pq
+
+    assert pq.read_metadata(tmp_path / "nation.parquet").num_rows == 25
+    assert pq.read_metadata(tmp_path / "lineitem.parquet").num_rows == 60175  # TPC-H SF 0.01
+
+
+def test_workload_generate_and_analyze_json(tmp_path, capsys):
+    out = tmp_path / "q.sql"
+    assert main(["workload", "tpch", "--per-template", "2", "--seed", "1", "--templates", "3,6",
+                 "--skew", "3", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert text.count("-- tpch q3 instance") == 2 and text.count("-- tpch q6 instance") == 2
+    with out.open("a") as f:
+        f.write("SELEC garbage;\nSELECT * FROM nowhere;\n")
+    capsys.readouterr()
+    assert main(["workload", "analyze", str(out), "--schema", "tpch", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["queries"] == 6 and report["parsed"] == 4
+    assert [f["index"] for f in report["failed"]] == [4, 5]
+    assert "unknown table 'nowhere'" in report["failed"][1]["error"]
+    assert set(report["tables"]) == {"customer", "orders", "lineitem"}
+    q6_cut = [p for p in report["tables"]["lineitem"]["predicates"] if p["sql"].startswith("l_quantity <")]
+    assert q6_cut and all(p["count"] >= 1 for p in q6_cut)
+    induced = report["tables"]["lineitem"]["join_induced_cuts"]
+    assert any(c["path"] == ["orders.o_orderkey->lineitem.l_orderkey"] for c in induced)
+    assert any(c["path"] == ["customer.c_custkey->orders.o_custkey", "orders.o_orderkey->lineitem.l_orderkey"]
+               and "c_mktsegment" in c["sql"] for c in induced)
+
+
+def test_bad_template_list_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["workload", "tpch", "--templates", "3,23", "--out", str(tmp_path / "x.sql")])
+    assert done.value.code == 2
+    assert "TPC-H templates are 1..22" in capsys.readouterr().err
+
+
+def test_missing_query_log_is_one_clear_line(tmp_path, caplog):
+    assert main(["workload", "analyze", str(tmp_path / "nope.sql")]) == 1
+    assert any("nope.sql" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+
+
+@pytest.fixture
+def catalog_env(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("LAYOUT_CATALOG_URL", url)
+    with Catalog(url) as catalog:
+        catalog.register_table("orders", str(tmp_path / "orders"))
+        version, (b1, b2) = catalog.begin_version("orders", "", "handmade", {}, "r", 2)
+        stats = lambda lo, hi: {"o_totalprice": {"min": value_to_json(lo), "max": value_to_json(hi),  # noqa: E731
+                                                 "null_count": 0}}
+        catalog.set_blocks(version, [BlockRecord(b1, 10, 100, "p1", stats(1, 100), 0, 0),
+                                     BlockRecord(b2, 30, 300, "p2", stats(101, 200), 0, 0)])
+        catalog.activate(version)
+    return b1, b2
+
+
+def test_route_and_rewrite(catalog_env, capsys):
+    b1, b2 = catalog_env
+    sql = "SELECT count(*) FROM orders o WHERE o.o_totalprice > 150"
+    assert main(["route", sql, "--json"]) == 0
+    (ref,) = json.loads(capsys.readouterr().out)["refs"]
+    assert ref["blocks"] == [b2] and ref["rows"] == 30 and ref["rows_total"] == 40
+    assert main(["rewrite", sql]) == 0
+    assert f"(SELECT * FROM orders WHERE block_id IN ({b2})) AS o" in capsys.readouterr().out
+    assert main(["route", sql]) == 0
+    assert "orders AS o: 1/2 blocks, 30/40 rows (75.0%)" in capsys.readouterr().out
+    assert main(["catalog", "show"]) == 0
+    assert "active" in capsys.readouterr().out
+
+
+def test_route_of_malformed_sql_reads_everything(catalog_env, capsys, caplog):
+    assert main(["route", "SELEC oops", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["analyzed"] is False
+    assert any("reading everything" in r.getMessage() for r in caplog.records)
