@@ -1,0 +1,102 @@
+"""Exact bits of join-induced cuts (MTO §4.1): one join per PK -> FK edge.
+
+A join-induced cut on a table T is `JoinInduced(hops, source predicate)`:
+the rows of T whose foreign key chain (T.fk -> parent.pk -> ... -> source)
+reaches a source row satisfying the predicate. All cuts of a table are
+evaluated together: the source predicates become flag columns of their
+source tables, and the flags travel down the induction paths, one left join
+per hop, shared by every cut whose path uses that hop. A row whose foreign
+key has no parent row gets FALSE (it reaches no source row).
+
+The literal keys of each cut (MTO's materialized cut: the key values of the
+last hop's parent that satisfy it) are collected as a Roaring bitmap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from pyroaring import BitMap64
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..predicates import Hop, JoinInduced, to_sql
+
+
+@dataclass(frozen=True)
+class InducedFlags:
+    frame: DataFrame  # the target rows with one boolean column per cut, named by `columns`
+    columns: tuple[str, ...]
+
+
+def _flag_name(i: int) -> str:
+    return f"_ji{i}"
+
+
+def with_induced_flags(target: DataFrame, cuts: Sequence[JoinInduced],
+                       tables: Mapping[str, DataFrame]) -> InducedFlags:
+    """Add one boolean column per join-induced cut to `target`."""
+    if not cuts:
+        return InducedFlags(target, ())
+    frames = _propagate(list(cuts), tables)
+    last_hops = {c.hops[-1] for c in cuts}
+    out = target
+    for hop in sorted(last_hops, key=str):
+        parent_frame = frames[hop]
+        carried = [c for c in parent_frame.columns if c.startswith("_ji")]
+        keyed = parent_frame.select(F.col(hop.parent_column).alias("_pk"), *carried)
+        out = out.join(keyed, out[hop.child_column] == keyed["_pk"], "left").drop("_pk")
+    names = tuple(_flag_name(i) for i in range(len(cuts)))
+    out = out.select(*target.columns, *[F.coalesce(F.col(n), F.lit(False)).alias(n) for n in names])
+    return InducedFlags(out, names)
+
+
+def _propagate(cuts: list[JoinInduced], tables: Mapping[str, DataFrame]) -> dict[Hop, DataFrame]:
+    """For every hop that ends a path into the target: the parent table's key
+    with the flags of all cuts arriving through that hop."""
+    # Walk each path from the source: the frame of (hop index k) is the parent
+    # table of hop k with the flags of the cuts whose path's k-th hop this is.
+    by_prefix: dict[tuple[Hop, ...], list[int]] = {}
+    for i, cut in enumerate(cuts):
+        by_prefix.setdefault(cut.hops, []).append(i)
+
+    def parent_frame(hops: tuple[Hop, ...], cut_ids: list[int]) -> DataFrame:
+        """The parent table of hops[-1] with flag columns for cut_ids (whose paths end with `hops`)."""
+        hop = hops[-1]
+        parent = tables[hop.parent_table]
+        if len(hops) == 1:
+            flags = [F.coalesce(F.expr(to_sql(cuts[i].source)), F.lit(False)).alias(_flag_name(i))
+                     for i in cut_ids]
+            return parent.select(hop.parent_column, *flags)
+        upstream = parent_frame(hops[:-1], cut_ids)
+        previous = hops[-2]
+        keyed = upstream.withColumnRenamed(previous.parent_column, "_pk")
+        joined = parent.select(hop.parent_column, previous.child_column) \
+            .join(keyed, F.col(previous.child_column) == F.col("_pk"), "left")
+        return joined.select(hop.parent_column,
+                             *[F.coalesce(F.col(_flag_name(i)), F.lit(False)).alias(_flag_name(i))
+                               for i in cut_ids])
+
+    frames: dict[Hop, DataFrame] = {}
+    by_last: dict[Hop, list[tuple[tuple[Hop, ...], list[int]]]] = {}
+    for hops, ids in by_prefix.items():
+        by_last.setdefault(hops[-1], []).append((hops, ids))
+    for last, groups in by_last.items():
+        merged = None
+        for hops, ids in groups:
+            frame = parent_frame(hops, ids)
+            merged = frame if merged is None else merged.join(frame, on=last.parent_column, how="full")
+        frames[last] = merged
+    return frames
+
+
+def literal_keys(tables: Mapping[str, DataFrame], cut: JoinInduced) -> BitMap64:
+    """Key values of the last hop's parent that satisfy the cut (its materialized form)."""
+    hop = cut.hops[-1]
+    parent = tables[hop.parent_table]
+    prefix = JoinInduced(cut.hops[:-1], cut.source) if len(cut.hops) > 1 else None
+    condition = to_sql(cut.source) if prefix is None else to_sql(prefix)
+    keys = parent.where(condition).select(F.col(hop.parent_column).cast("long")).toPandas()
+    values = keys.iloc[:, 0].dropna().astype("int64").to_numpy()
+    return BitMap64(values[values >= 0].tolist())
