@@ -1,0 +1,438 @@
+"""Greedy qd-tree construction over (vector, count) pairs (Yang et al.'s qd-tree
+as used by MTO, Ding et al., Sections 2.1.3 and 4).
+
+A table partition is summarized by a `VectorCounts`: distinct bit vectors over
+m candidate cuts (bit j: the rows satisfy cut j) and how many rows have each.
+Join-induced cuts (MTO Section 4.1) are just more columns of these vectors; the
+tree does not distinguish them. `VectorCounts.weights` (the per-feature
+weights of the fine-blocking optimizer) is not used here.
+
+The workload is summarized per training query q and cut j by two bool
+matrices (see `Workload`):
+
+* ``implies[q, j]``: the query's predicate implies cut j, so rows with bit j = 0
+  cannot match q;
+* ``disjoint[q, j]``: the query is disjoint with cut j, so rows with bit j = 1
+  cannot match q.
+
+A node holds a set of vectors; cutting it on j sends the vectors with bit j = 1
+to the left child and those with bit j = 0 to the right child. Query q skips a
+leaf when some cut j on the leaf's path has (leaf on the bit-0 side and
+``implies[q, j]``) or (leaf on the bit-1 side and ``disjoint[q, j]``). The tree
+objective (`tree_objective`) is Σ_q w_q Σ_leaves |leaf| · skip(q, leaf).
+
+`greedy_tree` builds the tree top-down: at each node it picks, among the cuts
+leaving at least `min_leaf_rows` rows in both children, the one with the
+largest gain in that objective (ties: lowest cut index); a node with no valid
+cut or no cut of positive gain becomes a leaf. Each split adds its gain to the
+objective, so the result is at least as good as the best single valid cut at
+the root.
+
+`tree_blocking_map` turns the leaves into blocks of a `BlockingMap` (the same
+structure `fineblock.bottom_up` produces), and `skipped_rows` evaluates any
+blocking map the way the router decides: per block, from the union ("some row
+has bit j") and the intersection ("every row has bit j") of its rows' vectors.
+Since every block lies inside one leaf, ``skipped_rows`` of a tree's blocking
+map is, per query, at least the rows the tree path says it skips.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fineblock import BlockingMap, VectorCounts, _build_map
+
+__all__ = [
+    "Workload",
+    "Node",
+    "greedy_tree",
+    "single_leaf_tree",
+    "zero_cut_tree",
+    "leaves",
+    "tree_objective",
+    "describe",
+    "tree_blocking_map",
+    "skipped_rows",
+]
+
+log = logging.getLogger(__name__)
+
+_LOG_EVERY = 1000  # splits between debug log lines when progress is off
+
+
+# ---------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """Training queries against m candidate cuts.
+
+    implies:  (Q, m) bool, query q's predicate implies cut j.
+    disjoint: (Q, m) bool, query q's predicate is disjoint with cut j.
+    weights:  (Q,) float >= 0, how often each query runs (default 1 each).
+    """
+
+    implies: np.ndarray
+    disjoint: np.ndarray
+    weights: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        implies = np.asarray(self.implies, dtype=bool)
+        disjoint = np.asarray(self.disjoint, dtype=bool)
+        if implies.ndim != 2:
+            raise ValueError("implies must be a 2-D (queries, cuts) array")
+        if disjoint.shape != implies.shape:
+            raise ValueError(
+                f"disjoint has shape {disjoint.shape}, implies has {implies.shape}"
+            )
+        q = implies.shape[0]
+        if self.weights is None:
+            weights = np.ones(q, dtype=np.float64)
+        else:
+            weights = np.asarray(self.weights, dtype=np.float64)
+            if weights.shape != (q,):
+                raise ValueError(f"weights must have shape ({q},)")
+            if not np.isfinite(weights).all() or (weights < 0).any():
+                raise ValueError("weights must be finite and >= 0")
+        object.__setattr__(self, "implies", implies)
+        object.__setattr__(self, "disjoint", disjoint)
+        object.__setattr__(self, "weights", weights)
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.implies.shape[0])
+
+    @property
+    def m(self) -> int:
+        return int(self.implies.shape[1])
+
+
+# ---------------------------------------------------------------------------
+# Tree
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """Immutable qd-tree node.
+
+    Internal node: ``cut`` (cut index), ``left`` (bit j = 1 side), ``right``
+    (bit j = 0 side); ``leaf_id`` and ``vector_indices`` are None.
+    Leaf: ``leaf_id``, ``vector_indices`` (sorted int64 indices into the
+    `VectorCounts`), and ``cut``/``left``/``right`` None.
+    ``rows`` is the number of rows under the node in both cases.
+
+    Build with `Node.leaf` / `Node.split`. Equality is structural (arrays
+    compared by value); nodes are not hashable.
+    """
+
+    rows: int
+    cut: int | None = None
+    left: "Node | None" = None
+    right: "Node | None" = None
+    leaf_id: int | None = None
+    vector_indices: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        internal = (self.cut is not None, self.left is not None, self.right is not None)
+        leaf = (self.leaf_id is not None, self.vector_indices is not None)
+        if all(internal) and not any(leaf):
+            object.__setattr__(self, "cut", int(self.cut))
+        elif all(leaf) and not any(internal):
+            idx = np.array(self.vector_indices, dtype=np.int64).reshape(-1)
+            idx.flags.writeable = False
+            object.__setattr__(self, "vector_indices", idx)
+            object.__setattr__(self, "leaf_id", int(self.leaf_id))
+        else:
+            raise ValueError(
+                "a Node is either internal (cut, left, right) or a leaf (leaf_id, vector_indices)"
+            )
+        object.__setattr__(self, "rows", int(self.rows))
+
+    @classmethod
+    def leaf(cls, leaf_id: int, vector_indices, rows: int) -> "Node":
+        return cls(rows=rows, leaf_id=leaf_id, vector_indices=vector_indices)
+
+    @classmethod
+    def split(cls, cut: int, left: "Node", right: "Node") -> "Node":
+        return cls(rows=left.rows + right.rows, cut=cut, left=left, right=right)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.leaf_id is not None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Node):
+            return NotImplemented
+        stack = [(self, other)]
+        while stack:
+            a, b = stack.pop()
+            if a.rows != b.rows or a.is_leaf != b.is_leaf:
+                return False
+            if a.is_leaf:
+                if a.leaf_id != b.leaf_id or not np.array_equal(a.vector_indices, b.vector_indices):
+                    return False
+            else:
+                if a.cut != b.cut:
+                    return False
+                stack.append((a.right, b.right))
+                stack.append((a.left, b.left))
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        if self.is_leaf:
+            return f"Node.leaf({self.leaf_id}, {self.vector_indices.tolist()}, rows={self.rows})"
+        return f"Node.split({self.cut}, <{self.left.rows} rows>, <{self.right.rows} rows>)"
+
+
+def leaves(root: Node) -> Iterator[Node]:
+    """Leaves from left to right (iterative)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_leaf:
+            yield node
+        else:
+            stack.append(node.right)
+            stack.append(node.left)
+
+
+def describe(node: Node, cut_names: Sequence[str] | None = None) -> str:
+    """Indented text rendering for logs: 'yes' is the bit-1 (left) side."""
+
+    def name(j: int) -> str:
+        return str(cut_names[j]) if cut_names is not None else f"cut {j}"
+
+    lines: list[str] = []
+    stack: list[tuple[Node, int, str]] = [(node, 0, "")]
+    while stack:
+        n, depth, label = stack.pop()
+        pad = "  " * depth + label
+        if n.is_leaf:
+            lines.append(
+                f"{pad}leaf {n.leaf_id}: {n.rows} rows, {n.vector_indices.shape[0]} vectors"
+            )
+        else:
+            lines.append(f"{pad}[{name(n.cut)}] {n.rows} rows")
+            stack.append((n.right, depth + 1, "no:  "))
+            stack.append((n.left, depth + 1, "yes: "))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# Construction
+
+
+def _check(vc: VectorCounts, workload: Workload) -> None:
+    if workload.m != vc.m:
+        raise ValueError(f"workload has {workload.m} cuts, vectors have {vc.m}")
+
+
+def _allowed_mask(allowed_cuts: np.ndarray | None, m: int) -> np.ndarray:
+    if allowed_cuts is None:
+        return np.ones(m, dtype=bool)
+    a = np.asarray(allowed_cuts)
+    if a.dtype == bool:
+        if a.shape != (m,):
+            raise ValueError(f"a boolean allowed_cuts must have shape ({m},)")
+        return a.copy()
+    idx = a.astype(np.int64).reshape(-1)
+    if ((idx < 0) | (idx >= m)).any():
+        raise ValueError("allowed_cuts indices out of range")
+    mask = np.zeros(m, dtype=bool)
+    mask[idx] = True
+    return mask
+
+
+def greedy_tree(
+    vc: VectorCounts,
+    workload: Workload,
+    min_leaf_rows: int,
+    allowed_cuts: np.ndarray | None = None,
+    progress: bool = False,
+) -> Node:
+    """Greedy qd-tree (see the module docstring).
+
+    At a node with vector set S (T rows) and per-query flag ``skipped`` (the
+    path already lets q skip the node), for every cut j:
+
+        left_j  = counts[S] @ vectors[S, j]      right_j = T - left_j
+        gain_j  = Σ_{q not skipped} w_q (implies[q, j] right_j + disjoint[q, j] left_j)
+
+    computed as two matrix-vector products. Cut j is valid when it is allowed
+    and left_j >= min_leaf_rows and right_j >= min_leaf_rows; the valid cut
+    with the largest gain (ties: lowest index) splits the node if its gain is
+    > 0, else the node is a leaf. The left child's flags gain
+    ``disjoint[:, j]``, the right child's ``implies[:, j]``.
+
+    `allowed_cuts` is a bool mask of shape (m,) or an array of cut indices
+    (None: all cuts). Leaves are numbered 0.. from left to right. Every vector
+    (also one with count 0) is in exactly one leaf. Nodes are expanded with an
+    explicit stack, depth-first, left child first.
+    """
+    _check(vc, workload)
+    if min_leaf_rows < 1:
+        raise ValueError("min_leaf_rows must be >= 1")
+    n, m = vc.n, vc.m
+    allowed = _allowed_mask(allowed_cuts, m)
+    counts_f = vc.counts.astype(np.float64)
+    vec_f = vc.vectors.astype(np.float64)
+    imp_f = workload.implies.astype(np.float64)
+    dis_f = workload.disjoint.astype(np.float64)
+    w = workload.weights
+    nq = workload.n_queries
+
+    # Mutable build records, finalized bottom-up into immutable Nodes.
+    # Each record: [indices, rows, cut, left_rec, right_rec, leaf_id]
+    records: list[list] = []
+    root = [np.arange(n, dtype=np.int64), int(vc.counts.sum()), None, None, None, None]
+    records.append(root)
+    stack: list[tuple[list, np.ndarray]] = [(root, np.zeros(nq, dtype=bool))]
+    next_leaf = 0
+    splits = 0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc="qd-tree splits", unit="split")
+
+    while stack:
+        rec, skipped = stack.pop()
+        idx, total = rec[0], rec[1]
+        best_cut = -1
+        if m and total >= 2 * min_leaf_rows:
+            left_rows = counts_f[idx] @ vec_f[idx]  # (m,), exact integers
+            right_rows = total - left_rows
+            valid = allowed & (left_rows >= min_leaf_rows) & (right_rows >= min_leaf_rows)
+            if valid.any():
+                active_w = np.where(skipped, 0.0, w)
+                gain = (active_w @ imp_f) * right_rows + (active_w @ dis_f) * left_rows
+                gain = np.where(valid, gain, -np.inf)
+                j = int(np.argmax(gain))  # first maximum: lowest cut index
+                if gain[j] > 0:
+                    best_cut = j
+        if best_cut < 0:
+            rec[5] = next_leaf
+            next_leaf += 1
+            continue
+        j = best_cut
+        bit = vc.vectors[idx, j]
+        left_idx, right_idx = idx[bit], idx[~bit]
+        left_rec = [left_idx, int(vc.counts[left_idx].sum()), None, None, None, None]
+        right_rec = [right_idx, int(vc.counts[right_idx].sum()), None, None, None, None]
+        rec[0] = None  # internal nodes do not keep their vector set
+        rec[2], rec[3], rec[4] = j, left_rec, right_rec
+        records.append(left_rec)
+        records.append(right_rec)
+        stack.append((right_rec, skipped | workload.implies[:, j]))
+        stack.append((left_rec, skipped | workload.disjoint[:, j]))
+        splits += 1
+        if bar is not None:
+            bar.update(1)
+        elif splits % _LOG_EVERY == 0:
+            log.debug("greedy_tree: %d splits, %d nodes pending", splits, len(stack))
+    if bar is not None:
+        bar.close()
+    log.debug("greedy_tree: %d splits, %d leaves", splits, next_leaf)
+
+    # Children are appended after their parent: build in reverse order.
+    built: dict[int, Node] = {}
+    for rec in reversed(records):
+        if rec[5] is not None:
+            node = Node.leaf(rec[5], rec[0], rec[1])
+        else:
+            node = Node.split(rec[2], built.pop(id(rec[3])), built.pop(id(rec[4])))
+        built[id(rec)] = node
+    return built[id(root)]
+
+
+def single_leaf_tree(vc: VectorCounts) -> Node:
+    """The tree with no cut: one leaf holding every vector."""
+    return Node.leaf(0, np.arange(vc.n, dtype=np.int64), int(vc.counts.sum()))
+
+
+zero_cut_tree = single_leaf_tree
+
+
+def tree_objective(vc: VectorCounts, root: Node, workload: Workload) -> float:
+    """Σ_q w_q Σ_leaves |leaf| · skip(q, leaf), with skip decided by the cuts on
+    the leaf's path (the quantity `greedy_tree` maximizes)."""
+    _check(vc, workload)
+    total = 0.0
+    stack = [(root, np.zeros(workload.n_queries, dtype=bool))]
+    while stack:
+        node, skipped = stack.pop()
+        if node.is_leaf:
+            total += float(workload.weights[skipped].sum()) * node.rows
+        else:
+            stack.append((node.left, skipped | workload.disjoint[:, node.cut]))
+            stack.append((node.right, skipped | workload.implies[:, node.cut]))
+    return total
+
+
+# ---------------------------------------------------------------------------
+# Blocks
+
+
+def tree_blocking_map(vc: VectorCounts, root: Node, block_rows: int) -> BlockingMap:
+    """Blocks from the leaves: a leaf with R > 0 rows becomes max(1, R //
+    block_rows) blocks of floor/ceil(R / k) rows (so in [block_rows,
+    2·block_rows) when R >= block_rows), cut as contiguous ranges of its rows
+    taken vector by vector in vector-index order. Vectors with count 0 (and
+    0-row leaves) get no piece. Blocks never straddle leaves. Numbering follows
+    the `BlockingMap` convention (order of first piece by vector index)."""
+    if block_rows < 1:
+        raise ValueError("block_rows must be >= 1")
+    counts = vc.counts
+    blocks_pieces: list[list[tuple[int, int, int]]] = []
+    for leaf in leaves(root):
+        idx = np.sort(leaf.vector_indices)
+        idx = idx[counts[idx] > 0]
+        rows = int(counts[idx].sum())
+        if rows == 0:
+            continue
+        k = max(1, rows // block_rows)
+        base, extra = divmod(rows, k)
+        sizes = np.full(k, base, dtype=np.int64)
+        sizes[:extra] += 1
+        bounds = np.concatenate(([0], np.cumsum(sizes)))  # block b: [bounds[b], bounds[b+1])
+        vstart = np.concatenate(([0], np.cumsum(counts[idx])))  # vector t: [vstart[t], vstart[t+1])
+        start_block = len(blocks_pieces)
+        blocks_pieces.extend([] for _ in range(k))
+        for t, v in enumerate(idx.tolist()):
+            lo, hi = int(vstart[t]), int(vstart[t + 1])
+            b = int(np.searchsorted(bounds, lo, side="right")) - 1
+            while lo < hi:
+                end = min(hi, int(bounds[b + 1]))
+                blocks_pieces[start_block + b].append(
+                    (v, lo - int(vstart[t]), end - int(vstart[t]))
+                )
+                lo = end
+                b += 1
+    return _build_map(vc, blocks_pieces)
+
+
+def skipped_rows(vc: VectorCounts, blocking_map: BlockingMap, workload: Workload) -> np.ndarray:
+    """(Q,) int64: rows each query skips (unweighted), deciding per block from
+    its rows as the router does: q skips block B when some cut j has
+    (implies[q, j] and no row of B has bit j) or (disjoint[q, j] and every row
+    of B has bit j). Union and intersection are recomputed from the pieces."""
+    _check(vc, workload)
+    bm = blocking_map
+    k = bm.n_blocks
+    lengths = (bm.row_end - bm.row_start).astype(np.float64)
+    hits = np.zeros((k, vc.m), dtype=np.float64)
+    np.add.at(hits, bm.block, vc.vectors[bm.vector_index] * lengths[:, None])
+    sizes = bm.block_sizes()
+    none = (hits == 0).astype(np.float64)  # (k, m)
+    every = (hits == sizes[:, None].astype(np.float64)).astype(np.float64)
+    skip = (workload.implies.astype(np.float64) @ none.T > 0) | (
+        workload.disjoint.astype(np.float64) @ every.T > 0
+    )  # (Q, k)
+    return skip.astype(np.int64) @ sizes
