@@ -20,6 +20,7 @@ warning; routing never raises.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable
 
 from ..catalog import ActiveLayout, CatalogSnapshot
@@ -31,11 +32,11 @@ from ..predicates import (
     disjoint,
     implies,
     loads,
-    might_match,
     value_from_json,
 )
 from ..schema import Schema
 from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze
+from .zonemaps import ZoneMaps, might_match_blocks
 
 # A layout built without any dimension layout in the catalog records its
 # join-induced cut sources as (table, UNMANAGED_SOURCE).
@@ -55,6 +56,10 @@ class LayoutIndex:
     union_bits: tuple[int, ...]
     all_bits: tuple[int, ...]
     stats: tuple[dict[str, ColumnStats], ...]
+
+    @cached_property
+    def zone_maps(self) -> ZoneMaps:
+        return ZoneMaps.of(self.stats, self.row_counts)
 
 
 @dataclass(frozen=True)
@@ -237,15 +242,12 @@ def route_analysis(
 def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: LayoutIndex) -> PartitionRoute:
     """The blocks of one layout that may hold rows making query_predicate TRUE."""
     implied_mask, disjoint_mask = cut_masks(query_predicate, layout.cuts)
+    may_match = might_match_blocks(table_filter, layout.zone_maps)
     keep, rows = [], 0
-    for i, block_id in enumerate(layout.block_ids):
-        if layout.row_counts[i] == 0:
-            continue
+    for i in map(int, may_match.nonzero()[0]):
         if implied_mask & ~layout.union_bits[i] or disjoint_mask & layout.all_bits[i]:
             continue
-        if table_filter != TRUE and not might_match(table_filter, layout.stats[i], layout.row_counts[i]):
-            continue
-        keep.append(block_id)
+        keep.append(layout.block_ids[i])
         rows += layout.row_counts[i]
     return PartitionRoute(
         layout.partition, layout.version_id, tuple(keep), rows,
