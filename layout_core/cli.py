@@ -198,6 +198,16 @@ def cmd_bench_sun(args) -> int:
     return 0
 
 
+def cmd_bench_tpch(args) -> int:
+    from .bench.tpch import format_result, run
+
+    result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
+                 work=Path(args.work))
+    (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2) if args.json else format_result(result))
+    return 0
+
+
 def cmd_catalog_show(args) -> int:
     from .catalog import Catalog
 
@@ -287,6 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--work", default=".layout/bench/sun", help="folder for data and results")
     bs.add_argument("--json", action="store_true")
     bs.set_defaults(func=cmd_bench_sun)
+
+    bt = bench.add_parser("tpch", help="B1: sortkey, zorder, hilbert, qdtree, mto on all TPC-H tables")
+    bt.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
+    bt.add_argument("--block-rows", type=int, default=10_000, help="rows per block (default 10000)")
+    bt.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
+    bt.add_argument("--work", default=".layout/bench/tpch", help="folder for data and results")
+    bt.add_argument("--json", action="store_true")
+    bt.set_defaults(func=cmd_bench_tpch)
 
     cat = sub.add_parser("catalog", help="the layout catalog").add_subparsers(dest="catalog_command", required=True)
     show = cat.add_parser("show", help="tables and layout versions")
