@@ -211,7 +211,7 @@ def analyze(sql: str, schema: Schema) -> QueryAnalysis:
     tables = tag_tables(tree)
     _check_tables(tree, tables, schema)
     try:
-        qualified = qualify(tree.copy(), schema=schema.spark_columns(), dialect="spark")
+        qualified = qualify(tree, schema=schema.spark_columns(), dialect="spark")  # in place: the tree is ours
         scopes = list(traverse_scope(qualified))
     except SqlglotError as e:
         raise QueryError(f"cannot resolve columns: {_clean_error(e)}") from None
