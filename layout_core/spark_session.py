@@ -25,7 +25,9 @@ def local_session(app_name: str, master: str | None = None, extra: dict | None =
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.driver.memory", os.environ.get("LAYOUT_SPARK_DRIVER_MEMORY", "4g"))
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # C1 only starts faster; its code cache must be larger than the default 48 MB or a
+        # long job fills it and the JIT switches off (everything then runs interpreted).
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
         .config("spark.sql.session.timeZone", "UTC")
     )
     for key, value in (extra or {}).items():

@@ -49,6 +49,8 @@ log = logging.getLogger("layout.bench.sun")
 TEMPLATES = (3, 5, 6, 8, 10, 12, 14, 19)
 WIDE_TABLES = ("lineitem", "orders", "customer", "nation", "region", "part", "supplier")
 DATE_COLUMNS = ("o_orderdate", "l_shipdate", "l_commitdate", "l_receiptdate")
+# a long run: the full JIT pays off
+LONG_RUN_JVM = {"spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=512m"}
 BLOCKS_PER_PARTITION = 10  # see the module docstring
 
 
@@ -109,7 +111,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
     schema = load_schema("tpch")
     wide_table = wide_schema(schema)
     tpch = generate_tpch(sf, work / f"tpch_sf{sf}")
-    spark = local_session("layout-bench-sun")
+    spark = local_session("layout-bench-sun", extra=LONG_RUN_JVM)
     try:
         t0 = time.monotonic()
         raw = {t: spark.read.parquet(str(tpch[t])) for t in WIDE_TABLES}

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..optimize.fineblock import VectorCounts
+from .sun import LONG_RUN_JVM
 from ..optimize.qdtree import Workload, greedy_tree, tree_blocking_map
 from ..predicates import JoinInduced, Opaque, Predicate, atoms, conj, disjoint, implies, to_sql
 from ..schema import load_schema
@@ -104,7 +105,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     train = [analyze(q.sql, schema) for q in train_q]
     test = [analyze(q.sql, schema) for q in test_q]
 
-    spark = local_session("layout-bench-tpch")
+    spark = local_session("layout-bench-tpch", extra=LONG_RUN_JVM)
     indexes: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}
     optimize_seconds = {name: {} for name in layouts}
     try:
