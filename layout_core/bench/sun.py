@@ -39,7 +39,7 @@ from ..optimize.features import select_features
 from ..optimize.fineblock import VectorCounts, bottom_up
 from ..predicates import Predicate, TRUE, conj, conjuncts, to_sql
 from ..schema import Schema, TableSchema, load_schema
-from ..skipping.router import LayoutIndex, column_stats, route_layout
+from ..skipping.router import LayoutIndex, route_layout
 from ..sql.analysis import QueryError, analyze
 from ..workload.tpch import generate
 from ..workload.tpch_data import generate_tpch
@@ -86,15 +86,6 @@ class Layout:
     name: str
     blocks: LayoutIndex
     spark_seconds: float = 0.0
-
-
-def _summaries_to_index(name: str, summaries, cuts) -> LayoutIndex:
-    return LayoutIndex(
-        name, "", 0, tuple(cuts),
-        tuple(s.block_id for s in summaries), tuple(s.row_count for s in summaries),
-        tuple(s.union_bits for s in summaries), tuple(s.all_bits for s in summaries),
-        tuple(column_stats(s.stats, s.row_count) for s in summaries),
-    )
 
 
 def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 15,
@@ -190,9 +181,9 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         month_rank = F.dense_rank().over(Window.orderBy("month")) * 100000
         range2 = flagged.withColumn(BLOCK_COLUMN, (month_rank + F.floor(per_month / mean_block)).cast("int"))
         layouts = {
-            "range": _summaries_to_index("range", summarize_blocks(range1, wide_table, 0), []),
-            "range2": _summaries_to_index("range2", summarize_blocks(range2, wide_table, 0), []),
-            "fineblock": _summaries_to_index("fineblock", fine_summaries, cuts),
+            "range": LayoutIndex.from_blocks("range", summarize_blocks(range1, wide_table, 0), []),
+            "range2": LayoutIndex.from_blocks("range2", summarize_blocks(range2, wide_table, 0), []),
+            "fineblock": LayoutIndex.from_blocks("fineblock", fine_summaries, cuts),
         }
 
         # rows actually needed: rows satisfying each test query
@@ -241,7 +232,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
                 blocked = (flagged.withColumn("_rn", rn).join(F.broadcast(sweep_df), ["month", "_vec"])
                            .where((F.col("_rn") >= F.col("_s")) & (F.col("_rn") < F.col("_e")))
                            .withColumn(BLOCK_COLUMN, F.col("_b")))
-                index = _summaries_to_index("sweep", summarize_blocks(blocked, wide_table, len(cuts)), cuts)
+                index = LayoutIndex.from_blocks("sweep", summarize_blocks(blocked, wide_table, len(cuts)), cuts)
                 scanned = sum(route_layout(p, p, index).rows for p in test_preds)
                 sweep_result[str(size)] = {"blocks": n_blocks,
                                            "rows_scanned_fraction": scanned / (total_rows * len(test_preds))}

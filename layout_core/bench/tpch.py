@@ -32,7 +32,7 @@ from .sun import LONG_RUN_JVM
 from ..optimize.qdtree import Workload, greedy_tree, tree_blocking_map
 from ..predicates import JoinInduced, Opaque, Predicate, atoms, conj, disjoint, implies, to_sql
 from ..schema import load_schema
-from ..skipping.router import LayoutIndex, RoutingIndex, column_stats, route_analysis, route_query
+from ..skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
 from ..sql.analysis import QueryAnalysis, analyze, candidate_cuts
 from ..workload.tpch import generate
 from ..workload.tpch_data import generate_tpch
@@ -74,15 +74,6 @@ def filtered_columns(train: list[QueryAnalysis], table: str, k: int) -> list[str
             cols = {c for atom in atoms(a.filter(ref.key)) for c in atom.columns()}
             counts.update(cols)
     return [c for c, _ in counts.most_common(k)]
-
-
-def _index(table: str, summaries, cuts) -> LayoutIndex:
-    return LayoutIndex(
-        table, "", 0, tuple(cuts),
-        tuple(s.block_id for s in summaries), tuple(s.row_count for s in summaries),
-        tuple(s.union_bits for s in summaries), tuple(s.all_bits for s in summaries),
-        tuple(column_stats(s.stats, s.row_count) for s in summaries),
-    )
 
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
@@ -133,7 +124,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                     *data_cols, BLOCK_COLUMN, *[F.col(f).alias(f"_cut{i}") for i, f in enumerate(flags)])
                 summaries = summarize_blocks(renamed_flags, table, len(cuts))
                 # layouts that do not know the cuts get zone maps only
-                return _index(name, summaries, with_cuts)
+                return LayoutIndex.from_blocks(name, summaries, with_cuts)
 
             if "sortkey" in layouts:
                 started = time.monotonic()

@@ -57,6 +57,17 @@ class LayoutIndex:
     all_bits: tuple[int, ...]
     stats: tuple[dict[str, ColumnStats], ...]
 
+    @staticmethod
+    def from_blocks(table: str, blocks, cuts, partition: str = "", version_id: int = 0) -> LayoutIndex:
+        """From block records (or summaries) carrying block_id, row_count, stats,
+        union_bits and all_bits, with stats in the catalog's JSON encoding."""
+        return LayoutIndex(
+            table, partition, version_id, tuple(cuts),
+            tuple(b.block_id for b in blocks), tuple(b.row_count for b in blocks),
+            tuple(b.union_bits for b in blocks), tuple(b.all_bits for b in blocks),
+            tuple(column_stats(b.stats, b.row_count) for b in blocks),
+        )
+
     @cached_property
     def zone_maps(self) -> ZoneMaps:
         return ZoneMaps.of(self.stats, self.row_counts)
@@ -109,18 +120,8 @@ def _layout_index(layout: ActiveLayout, active_versions: dict[str, set[int]]) ->
     for c in layout.cuts:
         if c.kind != "join_induced" or _cut_is_current(c.source_versions, active_versions):
             cuts[c.position] = loads(c.predicate)
-    blocks = layout.blocks
-    return LayoutIndex(
-        layout.version.table,
-        layout.version.partition,
-        layout.version.version_id,
-        tuple(cuts),
-        tuple(b.block_id for b in blocks),
-        tuple(b.row_count for b in blocks),
-        tuple(b.union_bits for b in blocks),
-        tuple(b.all_bits for b in blocks),
-        tuple(column_stats(b.stats, b.row_count) for b in blocks),
-    )
+    return LayoutIndex.from_blocks(layout.version.table, layout.blocks, cuts,
+                                   layout.version.partition, layout.version.version_id)
 
 
 def column_stats(raw: dict, row_count: int) -> dict[str, ColumnStats]:
