@@ -32,6 +32,7 @@ from ..predicates import (
     disjoint,
     implies,
     loads,
+    satisfiable,
     value_from_json,
 )
 from ..schema import Schema
@@ -242,6 +243,9 @@ def route_analysis(
 
 def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: LayoutIndex) -> PartitionRoute:
     """The blocks of one layout that may hold rows making query_predicate TRUE."""
+    if not satisfiable(query_predicate):  # e.g. x NOT IN (1, NULL): no row anywhere
+        return PartitionRoute(layout.partition, layout.version_id, (), 0,
+                              len(layout.block_ids), sum(layout.row_counts))
     implied_mask, disjoint_mask = cut_masks(query_predicate, layout.cuts)
     may_match = might_match_blocks(table_filter, layout.zone_maps)
     keep, rows = [], 0
@@ -261,8 +265,11 @@ def cut_masks(query_predicate: Predicate, cuts: Iterable[Predicate | None]) -> t
     implied_mask = disjoint_mask = 0
     if query_predicate == TRUE:
         return 0, 0
+    query_columns = query_predicate.columns()
     for position, cut in enumerate(cuts):
-        if cut is None:
+        # A cut on other columns can only be proven related to a query that is never
+        # TRUE; not trying costs no correctness (not proven = read) and saves most calls.
+        if cut is None or not (cut.columns() & query_columns):
             continue
         if implies(query_predicate, cut):
             implied_mask |= 1 << position
