@@ -20,7 +20,7 @@ CUTS = [
 
 
 def test_flags_match_nested_in_subqueries(spark, tpch_views):
-    from layout_core.spark.induced import literal_keys, with_induced_flags
+    from layout_core.spark.induced import with_induced_flags
 
     tables = {t: spark.table(t) for t in tpch_views}
     flags = with_induced_flags(tables["orders"], CUTS, tables)

@@ -35,7 +35,6 @@ from layout_core.predicates import (
     ColumnCompare,
     ColumnStats,
     Compare,
-    Const,
     InList,
     IsNull,
     Like,

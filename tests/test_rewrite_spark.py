@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from layout_core.catalog import Catalog
-from layout_core.predicates import Column, Compare, InList, Like
+from layout_core.predicates import Compare, InList, Like
 from layout_core.schema import load_schema
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query

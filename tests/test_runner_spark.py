@@ -1,6 +1,5 @@
 """The Spark runner: identical answers, and Spark reads exactly the blocks the router chose."""
 
-import datetime as dt
 
 import pytest
 

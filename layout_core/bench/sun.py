@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..optimize.features import select_features
-from ..optimize.fineblock import VectorCounts, bottom_up
+from ..optimize.fineblock import VectorCounts, bottom_up, unpack_vectors
 from ..predicates import Predicate, TRUE, conj, conjuncts, to_sql
 from ..schema import Schema, TableSchema, load_schema
 from ..skipping.router import LayoutIndex, route_layout
@@ -51,7 +51,8 @@ WIDE_TABLES = ("lineitem", "orders", "customer", "nation", "region", "part", "su
 DATE_COLUMNS = ("o_orderdate", "l_shipdate", "l_commitdate", "l_receiptdate")
 # a long run: the full JIT pays off
 LONG_RUN_JVM = {"spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=512m"}
-BLOCKS_PER_PARTITION = 10  # see the module docstring
+BLOCKS_PER_PARTITION = 10
+PIECE_KEYS = "month string, _vec long"  # fineblock runs per month partition  # see the module docstring
 
 
 def wide_schema(schema: Schema) -> TableSchema:
@@ -94,7 +95,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_cut_flags
+    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_bit_vector, with_cut_flags, with_pieces
     from ..spark_session import local_session
 
     work = work.resolve()
@@ -132,11 +133,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         features = select_features([list(conjuncts(p)) for p in train_preds], num_feat, min_support=max(2, len(train_preds) // 100),
                                    exclude=lambda p: bool(p.columns() & set(DATE_COLUMNS)))
         cuts = [f.predicate for f in features]
-        flagged = with_cut_flags(wide, [to_sql(c) for c in cuts])
-        vec = F.lit(0).cast("long")
-        for i in range(len(cuts)):
-            vec = vec + F.when(F.col(f"_cut{i}"), F.lit(1 << i)).otherwise(0).cast("long")
-        flagged = flagged.withColumn("_vec", vec).cache()
+        flagged = with_bit_vector(with_cut_flags(wide, [to_sql(c) for c in cuts]), len(cuts)).cache()
         pairs = flagged.groupBy("month", "_vec").count().collect()
         steps["featurize_reduce"] = time.monotonic() - t0
 
@@ -151,7 +148,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
             for month in sorted(by_month):
                 items = sorted(by_month[month])
                 codes = np.array([v for v, _ in items], dtype=np.int64)
-                vectors = ((codes[:, None] >> np.arange(len(cuts), dtype=np.int64)) & 1).astype(bool)
+                vectors = unpack_vectors(codes, len(cuts))
                 counts = np.array([c for _, c in items], dtype=np.int64)
                 bm = bottom_up(VectorCounts(vectors, counts, weights), size)
                 for vi, b, s, e in zip(bm.vector_index, bm.block, bm.row_start, bm.row_end):
@@ -164,12 +161,8 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         t0 = time.monotonic()
         data_cols = [c for c in wide.columns if not c.startswith("_")]
         order = [F.xxhash64(*data_cols)]
-        pieces_df = spark.createDataFrame(pieces, "month string, _vec long, _b int, _s long, _e long")
-        rn = F.row_number().over(Window.partitionBy("month", "_vec").orderBy(*order)) - 1
-        fine = (flagged.withColumn("_rn", rn).join(F.broadcast(pieces_df), ["month", "_vec"])
-                .where((F.col("_rn") >= F.col("_s")) & (F.col("_rn") < F.col("_e")))
-                .withColumn(BLOCK_COLUMN, F.col("_b")).drop("_rn", "_s", "_e", "_b"))
-        fine = fine.cache()
+        fine = (with_pieces(flagged, pieces, PIECE_KEYS, order)
+                .withColumnRenamed("_block", BLOCK_COLUMN).cache())
         fine_summaries = summarize_blocks(fine, wide_table, len(cuts))
         steps["write_blocks_and_stats"] = time.monotonic() - t0
 
@@ -228,10 +221,8 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         if sweep:
             for size in sorted({max(1, int(min_size * f)) for f in (0.1, 0.25, 0.5, 1, 2, 4)}):
                 sweep_pieces, n_blocks, _ = fineblock_map(size)
-                sweep_df = spark.createDataFrame(sweep_pieces, "month string, _vec long, _b int, _s long, _e long")
-                blocked = (flagged.withColumn("_rn", rn).join(F.broadcast(sweep_df), ["month", "_vec"])
-                           .where((F.col("_rn") >= F.col("_s")) & (F.col("_rn") < F.col("_e")))
-                           .withColumn(BLOCK_COLUMN, F.col("_b")))
+                blocked = with_pieces(flagged, sweep_pieces, PIECE_KEYS, order) \
+                    .withColumnRenamed("_block", BLOCK_COLUMN)
                 index = LayoutIndex.from_blocks("sweep", summarize_blocks(blocked, wide_table, len(cuts)), cuts)
                 scanned = sum(route_layout(p, p, index).rows for p in test_preds)
                 sweep_result[str(size)] = {"blocks": n_blocks,

@@ -30,7 +30,7 @@ import numpy as np
 from ..optimize.fineblock import VectorCounts
 from .sun import LONG_RUN_JVM
 from ..optimize.qdtree import Workload, greedy_tree, tree_blocking_map
-from ..predicates import JoinInduced, Opaque, Predicate, atoms, conj, disjoint, implies, to_sql
+from ..predicates import Opaque, Predicate, atoms, conj, disjoint, implies, to_sql
 from ..schema import load_schema
 from ..skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
 from ..sql.analysis import QueryAnalysis, analyze, candidate_cuts
@@ -81,7 +81,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_cut_flags
+    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_cut_flags, with_pieces
     from ..spark.curves import curve_block_index, with_curve_key
     from ..spark.induced import with_induced_flags
     from ..spark_session import local_session
@@ -161,11 +161,8 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                     optimize_seconds[kind][name] = round(time.monotonic() - started, 3)
                     pieces = [(keys[int(v)], int(b), int(s), int(e)) for v, b, s, e in
                               zip(bmap.vector_index, bmap.block, bmap.row_start, bmap.row_end)]
-                    pieces_df = spark.createDataFrame(pieces or [("", 0, 0, 0)], "_key string, _b int, _s long, _e long")
-                    rn = F.row_number().over(Window.partitionBy("_key").orderBy(*order)) - 1
-                    blocked = (keyed.withColumn("_rn", rn).join(F.broadcast(pieces_df), "_key")
-                               .where((F.col("_rn") >= F.col("_s")) & (F.col("_rn") < F.col("_e")))
-                               .withColumn(BLOCK_COLUMN, F.col("_b")))
+                    blocked = with_pieces(keyed, pieces, "_key string", order) \
+                        .withColumnRenamed("_block", BLOCK_COLUMN)
                     used = cuts if kind == "mto" else simple + [None] * len(induced)
                     indexes[kind][name] = summarize(blocked, used)
             keyed.unpersist()

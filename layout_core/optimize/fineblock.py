@@ -145,6 +145,12 @@ class BlockingMap:
     __hash__ = None  # type: ignore[assignment]
 
 
+def unpack_vectors(codes: np.ndarray, m: int) -> np.ndarray:
+    """(n, m) bool from n bit-packed integer vectors (bit j = feature j)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    return ((codes[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
+
+
 def objective(vc: VectorCounts, blocking_map: BlockingMap) -> float:
     """C(P): sum over blocks of rows * weight of the features with union bit 0.
     Union vectors are recomputed from `vc` and the pieces."""

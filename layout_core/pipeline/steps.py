@@ -30,7 +30,6 @@ from ..schema import Schema, TableSchema
 
 log = logging.getLogger("layout.pipeline")
 
-VECTOR_COLUMN = "_vec"
 MAX_FEATURES = 62  # the bit vector is one signed 64-bit column
 OPTIMIZERS = ("fineblock", "sortkey")
 
@@ -153,9 +152,7 @@ def workload_features(query_log: str | None, schema: Schema, table: str, num_fea
 def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, num_features: int,
               min_support: int, exclude_columns: Sequence[str] = ()) -> dict:
     """Pick features from the query log and add the bit vector column to every row."""
-    from pyspark.sql import functions as F
-
-    from ..spark.blocks import cut_flag_columns, with_cut_flags
+    from ..spark.blocks import VECTOR_COLUMN, with_bit_vector, with_cut_flags
 
     t0 = time.monotonic()
     features, numbers = workload_features(query_log, schema, paths.table, num_features,
@@ -169,11 +166,8 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, num
         for f in features
     ])
     df = spark.read.parquet(str(paths.file("input")))
-    flagged = with_cut_flags(df, [to_sql(p) for p in predicates])
-    vector = F.lit(0).cast("long")
-    for i, flag in enumerate(cut_flag_columns(len(predicates))):
-        vector = vector + F.when(F.col(flag), F.lit(1 << i).cast("long")).otherwise(F.lit(0).cast("long"))
-    out = flagged.select(*df.columns, vector.alias(VECTOR_COLUMN))
+    flagged = with_bit_vector(with_cut_flags(df, [to_sql(p) for p in predicates]), len(predicates))
+    out = flagged.select(*df.columns, VECTOR_COLUMN)
     out.write.mode("overwrite").parquet(str(paths.file("featurized")))
     for f in features:
         log.info("feature (support %d, gain %d): %s", f.support, f.gain, to_sql(f.predicate))
@@ -191,6 +185,8 @@ def _features(paths: RunPaths) -> list[dict]:
 
 def reduce_vectors(spark, paths: RunPaths) -> dict:
     """(vector, count) pairs of the partition."""
+    from ..spark.blocks import VECTOR_COLUMN
+
     t0 = time.monotonic()
     df = spark.read.parquet(str(paths.file("featurized")))
     pairs = sorted((int(r[0]), int(r[1])) for r in df.groupBy(VECTOR_COLUMN).count().collect())
@@ -207,7 +203,7 @@ def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str 
     """The blocking map: which rows of which vector go to which block."""
     import numpy as np
 
-    from ..optimize.fineblock import VectorCounts, bottom_up
+    from ..optimize.fineblock import VectorCounts, bottom_up, unpack_vectors
 
     t0 = time.monotonic()
     if optimizer not in OPTIMIZERS:
@@ -227,8 +223,7 @@ def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str 
         blocking = {"kind": "fineblock", "n_blocks": 0, "pieces": []}
     else:
         m = len(features)
-        codes = np.array([v for v, _ in pairs], dtype=np.int64)
-        vectors = ((codes[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
+        vectors = unpack_vectors(np.array([v for v, _ in pairs], dtype=np.int64), m)
         counts = np.array([c for _, c in pairs], dtype=np.int64)
         weights = np.array([f["support"] for f in features], dtype=float)
         result = bottom_up(VectorCounts(vectors, counts, weights), block_size, progress=False)
@@ -251,19 +246,15 @@ def _block_index(df, blocking: dict):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from ..spark.blocks import VECTOR_COLUMN, with_pieces
+
     data_columns = [c for c in df.columns if c != VECTOR_COLUMN]
     # A fixed row order (hash, then every column) so a retry assigns the same rows to the same blocks.
     order = [F.xxhash64(*data_columns)] + [F.col(c) for c in data_columns]
     if blocking["kind"] == "sortkey":
         rn = F.row_number().over(Window.orderBy(F.col(blocking["column"]), *order)) - 1
         return df.withColumn("_block", F.floor(rn / F.lit(blocking["rows_per_block"])).cast("int"))
-    spark = df.sparkSession
-    pieces = spark.createDataFrame(blocking["pieces"], f"{VECTOR_COLUMN} long, _block int, _start long, _end long")
-    rn = F.row_number().over(Window.partitionBy(VECTOR_COLUMN).orderBy(*order)) - 1
-    numbered = df.withColumn("_rn", rn)
-    joined = numbered.join(F.broadcast(pieces), on=VECTOR_COLUMN, how="inner")
-    return joined.where((F.col("_rn") >= F.col("_start")) & (F.col("_rn") < F.col("_end"))) \
-                 .drop("_rn", "_start", "_end")
+    return with_pieces(df, [tuple(p) for p in blocking["pieces"]], f"{VECTOR_COLUMN} long", order)
 
 
 def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog, optimizer: str,
@@ -309,7 +300,7 @@ def _fingerprint(df, columns: Sequence[str]) -> tuple[int, int]:
     return int(row["n"]), int(row["h"])
 
 
-def _written_frame(spark, paths: RunPaths, table: TableSchema, written: dict):
+def _written_frame(spark, table: TableSchema, written: dict):
     from ..spark.blocks import BLOCK_COLUMN
 
     block_paths = [b["path"] for b in written["blocks"].values()]
@@ -331,7 +322,7 @@ def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict
         raise StepError(reason)
     source = spark.read.parquet(str(paths.file("input")))
     expected = _fingerprint(source, table.column_names)
-    frame = _written_frame(spark, paths, table, written)
+    frame = _written_frame(spark, table, written)
     actual = _fingerprint(frame, table.column_names) if frame is not None else (0, 0)
     if expected != actual:
         reason = (f"verify failed: input has {expected[0]} rows (checksum {expected[1]}), "
@@ -362,7 +353,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog)
     if info.state == "active":
         return _record(paths, "update_catalog", {"version": version, "already_active": True})
     predicates = [loads(f["predicate"]) for f in _features(paths)]
-    frame = _written_frame(spark, paths, table, written)
+    frame = _written_frame(spark, table, written)
     summaries = []
     if frame is not None:
         summaries = summarize_blocks(with_cut_flags(frame, [to_sql(p) for p in predicates]), table,

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from ..predicates import value_to_json
 from ..schema import TableSchema
+from ..skipping.rewrite import BLOCK_COLUMN
 
-BLOCK_COLUMN = "block_id"
+VECTOR_COLUMN = "_vec"
 ORDERABLE_KINDS = ("int", "decimal", "string", "date", "timestamp")
 
 
@@ -30,6 +31,31 @@ def with_cut_flags(df: DataFrame, cut_sqls: Sequence[str]) -> DataFrame:
     flags = [F.coalesce(F.expr(sql), F.lit(False)).alias(name)
              for sql, name in zip(cut_sqls, cut_flag_columns(len(cut_sqls)))]
     return df.select("*", *flags)
+
+
+def with_bit_vector(df: DataFrame, n_cuts: int) -> DataFrame:
+    """The cut flag columns packed into one bigint `_vec` (bit i = cut i), for at most 62 cuts."""
+    vector = F.lit(0).cast("long")
+    for i, flag in enumerate(cut_flag_columns(n_cuts)):
+        vector = vector + F.when(F.col(flag), F.lit(1 << i).cast("long")).otherwise(F.lit(0).cast("long"))
+    return df.withColumn(VECTOR_COLUMN, vector)
+
+
+def with_pieces(df: DataFrame, pieces: Sequence[tuple], key_ddl: str, order: Sequence[Column]) -> DataFrame:
+    """Apply a blocking map: `_block` for every row.
+
+    `pieces` are (key..., block, row_start, row_end) rows with key columns as in
+    `key_ddl` (e.g. "_vec long"): rows of a key, numbered in `order`, go to
+    `block` when their number is in [row_start, row_end). The order must be
+    deterministic so that a retry puts the same rows in the same blocks.
+    """
+    keys = [part.split()[0] for part in key_ddl.split(",")]
+    table = df.sparkSession.createDataFrame(list(pieces), f"{key_ddl}, _block int, _start long, _end long")
+    rn = F.row_number().over(Window.partitionBy(*keys).orderBy(*order)) - 1
+    return (df.withColumn("_rn", rn)
+              .join(F.broadcast(table), on=keys, how="inner")
+              .where((F.col("_rn") >= F.col("_start")) & (F.col("_rn") < F.col("_end")))
+              .drop("_rn", "_start", "_end"))
 
 
 def with_block_ids(df: DataFrame, key: Column, block_ids: Sequence[int], spark: SparkSession) -> DataFrame:
