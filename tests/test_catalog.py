@@ -194,6 +194,7 @@ def test_cuts_blocks_and_routing_index_round_trip_exactly(catalog):
     assert layout.cuts[0].keys() is None
     assert layout.version.routing_index == {"o_orderdate": [[0, 1]], "depth": 2}
     assert layout.version.params == {"k": [1, 2]}
+    assert catalog.block_paths(version_id) == ["/warehouse/orders/b0", "/warehouse/orders/b1"]
 
 
 def test_activate_retires_the_previous_version(catalog):

@@ -13,7 +13,11 @@ from layout_core.optimize.qdtree import (
     Workload,
     describe,
     greedy_tree,
+    leaf_blocks,
     leaves,
+    route_vectors,
+    tree_from_json,
+    tree_to_json,
     single_leaf_tree,
     skipped_rows,
     tree_blocking_map,
@@ -390,3 +394,41 @@ def test_allowed_cuts_are_respected(inst, data):
     for _, path in leaf_paths(tree):
         assert all(mask[j] for j, _ in path)
     assert tree == greedy_tree(vc, wl, min_leaf_rows, allowed_cuts=np.flatnonzero(mask))
+
+
+# ---------------------------------------------------------------------------
+# Routing any vector, keeping the tree, blocks per leaf
+
+# [cut1] yes: [cut0] yes: leaf 0 (v0, 10 rows) / no: leaf 1 (v2, 30 rows); no: leaf 2 (v1, v3, 60 rows)
+HAND = S(1, S(0, L(0, [0], 10), L(1, [2], 30)), L(2, [1, 3], 60))
+
+
+def test_route_vectors_follows_the_cuts_for_seen_and_unseen_vectors():
+    # the four vectors of VC4, then 01 again (a duplicate) and the 3-bit vector 111 (extra bit ignored)
+    assert route_vectors(HAND, VC4.vectors).tolist() == [0, 2, 1, 2]
+    assert route_vectors(HAND, [[0, 1, 0], [1, 1, 1]]).tolist() == [1, 0]
+    assert route_vectors(HAND, np.zeros((0, 2), bool)).tolist() == []
+    with pytest.raises(ValueError, match="bit 1"):
+        route_vectors(HAND, [[1]])
+
+
+def test_tree_json_round_trip_keeps_cuts_rows_and_leaf_ids():
+    data = tree_to_json(HAND)
+    assert data == [1, 100, [0, 40, [0, 10], [1, 30]], [2, 60]]
+    back = tree_from_json(data)
+    assert route_vectors(back, VC4.vectors).tolist() == [0, 2, 1, 2]
+    assert [(leaf.leaf_id, leaf.rows) for leaf in leaves(back)] == [(0, 10), (1, 30), (2, 60)]
+    with pytest.raises(ValueError):
+        tree_from_json([1, 2, 3])
+
+
+def test_leaf_blocks_at_least_one_per_leaf_and_scaled_by_the_sample():
+    plan = leaf_blocks(HAND, 20)  # 10 -> 1 (at least one), 30 -> 1, 60 -> 3
+    assert plan.n_blocks.tolist() == [1, 1, 3]
+    assert plan.first_block.tolist() == [0, 1, 2]
+    assert plan.total == 5
+    sampled = leaf_blocks(HAND, 20, scale=10.0)  # a 10% sample: 100, 300, 600 rows
+    assert sampled.n_blocks.tolist() == [5, 15, 30]
+    assert sampled.first_block.tolist() == [0, 5, 20]
+    with pytest.raises(ValueError):
+        leaf_blocks(HAND, 0)

@@ -22,58 +22,26 @@ import json
 import logging
 import math
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from ..optimize.fineblock import VectorCounts
 from .sun import LONG_RUN_JVM
-from ..optimize.qdtree import Workload, greedy_tree, tree_blocking_map
-from ..predicates import Opaque, Predicate, atoms, conj, disjoint, implies, to_sql
+from ..optimize.qdtree import greedy_tree, tree_blocking_map
+from ..predicates import Predicate, to_sql
 from ..schema import load_schema
 from ..skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
-from ..sql.analysis import QueryAnalysis, analyze, candidate_cuts
+from ..sql.analysis import analyze
 from ..workload.tpch import generate
 from ..workload.tpch_data import generate_tpch
+from ..workload.tree_inputs import candidate_cut_lists, filtered_columns, query_predicate, workload_matrices
 
 log = logging.getLogger("layout.bench.tpch")
 
 LAYOUTS = ("sortkey", "zorder", "hilbert", "qdtree", "mto")
 SORT_KEYS = {"lineitem": ["l_shipdate"], "orders": ["o_orderdate"]}
-MAX_CUTS_PER_KIND = 48
 CURVE_COLUMNS = 3
-
-
-def query_predicate(analysis: QueryAnalysis, key: str, key_hops) -> Predicate:
-    """Everything the query says about a table reference: its filter and induced predicates."""
-    induced = [ip.predicate for ip in analysis.induced(key, key_hops)]
-    return conj(analysis.filter(key), *induced)
-
-
-def _usable_cut(p: Predicate) -> bool:
-    return not any(isinstance(a, Opaque) and not a.deterministic for a in atoms(p))
-
-
-def candidate_cut_lists(train: list[QueryAnalysis], table: str, key_hops):
-    simple, induced = Counter(), Counter()
-    for a in train:
-        for ref in a.refs_of_table(table):
-            s, i = candidate_cuts(a, ref.key, key_hops)
-            simple.update(set(c for c in s if _usable_cut(c)))
-            induced.update(set(c for c in i if _usable_cut(c.source)))
-    top = lambda c: [p for p, _ in sorted(c.items(), key=lambda kv: (-kv[1], to_sql(kv[0])))][:MAX_CUTS_PER_KIND]  # noqa: E731
-    return top(simple), top(induced)
-
-
-def filtered_columns(train: list[QueryAnalysis], table: str, k: int) -> list[str]:
-    """The k columns of `table` most often filtered in the training queries."""
-    counts = Counter()
-    for a in train:
-        for ref in a.refs_of_table(table):
-            cols = {c for atom in atoms(a.filter(ref.key)) for c in atom.columns()}
-            counts.update(cols)
-    return [c for c, _ in counts.most_common(k)]
 
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
@@ -149,14 +117,12 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 keys = [r["_key"] for r in pairs]
                 counts = np.array([r["count"] for r in pairs], dtype=np.int64)
                 vectors = np.array([[ch == "1" for ch in k[1:]] for k in keys], dtype=bool).reshape(len(keys), len(cuts))
-                preds = [query_predicate(a, ref.key, key_hops) for a in train for ref in a.refs_of_table(name)]
-                imp = np.array([[implies(q, c) for c in cuts] for q in preds], dtype=bool).reshape(len(preds), len(cuts))
-                dis = np.array([[disjoint(q, c) for c in cuts] for q in preds], dtype=bool).reshape(len(preds), len(cuts))
+                workload = workload_matrices(train, name, key_hops, cuts)
                 vc = VectorCounts(vectors, counts, np.ones(len(cuts)))
                 for kind in tree_layouts:
                     started = time.monotonic()
                     allowed = np.arange(len(simple)) if kind == "qdtree" else None
-                    root = greedy_tree(vc, Workload(imp, dis), block_rows, allowed_cuts=allowed)
+                    root = greedy_tree(vc, workload, block_rows, allowed_cuts=allowed)
                     bmap = tree_blocking_map(vc, root, block_rows)
                     optimize_seconds[kind][name] = round(time.monotonic() - started, 3)
                     pieces = [(keys[int(v)], int(b), int(s), int(e)) for v, b, s, e in

@@ -480,6 +480,14 @@ class Catalog:
             infos = {row.name: _table_info(row) for row in rows}
             return CatalogSnapshot(infos, _active_layouts(conn, list(infos)))
 
+    def block_paths(self, version_id: int) -> list[str]:
+        """The block folders of one version (in any state), by block id."""
+        with self._read() as conn:
+            _version_row(conn, version_id)
+            rows = conn.execute(sa.select(blocks_t.c.path).where(blocks_t.c.version_id == version_id)
+                                .order_by(blocks_t.c.block_id))
+            return [row.path for row in rows]
+
     def retired_before(self, cutoff: dt.datetime) -> list[VersionInfo]:
         """Retired versions whose files may be deleted (a naive cutoff means UTC)."""
         with self._read() as conn:

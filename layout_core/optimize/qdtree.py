@@ -57,6 +57,11 @@ __all__ = [
     "describe",
     "tree_blocking_map",
     "skipped_rows",
+    "route_vectors",
+    "tree_to_json",
+    "tree_from_json",
+    "LeafBlocks",
+    "leaf_blocks",
 ]
 
 log = logging.getLogger(__name__)
@@ -436,3 +441,82 @@ def skipped_rows(vc: VectorCounts, blocking_map: BlockingMap, workload: Workload
         workload.disjoint.astype(np.float64) @ every.T > 0
     )  # (Q, k)
     return skip.astype(np.int64) @ sizes
+
+
+# ---------------------------------------------------------------------------
+# Routing records and keeping the tree
+
+
+def route_vectors(root: Node, vectors: np.ndarray) -> np.ndarray:
+    """(n,) int64: the leaf id each bit vector reaches (bit j = 1 goes left at a cut on j).
+
+    Works for any vector, also one the tree was not built from (a row of the
+    full data when the tree came from a sample)."""
+    vectors = np.asarray(vectors, dtype=bool)
+    if vectors.ndim != 2:
+        raise ValueError("vectors must be a 2-D (n, m) array")
+    out = np.full(vectors.shape[0], -1, dtype=np.int64)
+    stack = [(root, np.arange(vectors.shape[0], dtype=np.int64))]
+    while stack:
+        node, idx = stack.pop()
+        if node.is_leaf:
+            out[idx] = node.leaf_id
+            continue
+        if node.cut >= vectors.shape[1]:
+            raise ValueError(f"the tree cuts on bit {node.cut}, the vectors have {vectors.shape[1]}")
+        bit = vectors[idx, node.cut]
+        stack.append((node.left, idx[bit]))
+        stack.append((node.right, idx[~bit]))
+    return out
+
+
+def tree_to_json(root: Node) -> list:
+    """Nested lists: a leaf is [leaf_id, rows], an internal node [cut, rows, left, right].
+
+    Leaves do not keep their vector sets: routing needs only the cuts."""
+    def encode(node: Node) -> list:
+        if node.is_leaf:
+            return [node.leaf_id, node.rows]
+        return [node.cut, node.rows, encode(node.left), encode(node.right)]
+
+    return encode(root)
+
+
+def tree_from_json(data: list) -> Node:
+    """The tree `tree_to_json` wrote (leaves with empty vector sets)."""
+    if len(data) == 2:
+        return Node.leaf(int(data[0]), np.zeros(0, dtype=np.int64), int(data[1]))
+    if len(data) != 4:
+        raise ValueError(f"not a serialized tree node: {data!r}")
+    return Node.split(int(data[0]), tree_from_json(data[2]), tree_from_json(data[3]))
+
+
+@dataclass(frozen=True, eq=False)
+class LeafBlocks:
+    """How the leaves of a tree become blocks: leaf l is cut into n_blocks[l]
+    blocks of about equal size, numbered first_block[l], first_block[l] + 1, ..."""
+
+    n_blocks: np.ndarray  # (leaves,) int64, >= 1
+    first_block: np.ndarray  # (leaves,) int64
+
+    @property
+    def total(self) -> int:
+        return int(self.n_blocks.sum())
+
+
+def leaf_blocks(root: Node, block_rows: int, scale: float = 1.0) -> LeafBlocks:
+    """max(1, estimated rows // block_rows) blocks per leaf, where estimated rows
+    = leaf rows x `scale` (1 / sampling fraction when the tree was built on a
+    sample). Every leaf gets at least one block, so a row of a vector the tree
+    never saw still has a block to go to."""
+    if block_rows < 1:
+        raise ValueError("block_rows must be >= 1")
+    if scale <= 0:
+        raise ValueError("scale must be > 0")
+    by_id = sorted(leaves(root), key=lambda leaf: leaf.leaf_id)
+    if [leaf.leaf_id for leaf in by_id] != list(range(len(by_id))):
+        raise ValueError("leaf ids must be 0..n-1")
+    rows = np.array([leaf.rows for leaf in by_id], dtype=np.float64) * scale
+    n_blocks = np.maximum(1, np.floor(rows / block_rows)).astype(np.int64)
+    first = np.concatenate(([0], np.cumsum(n_blocks)[:-1])).astype(np.int64)
+    return LeafBlocks(n_blocks, first)
