@@ -1,6 +1,13 @@
-"""layout_nightly: lay out one new partition of a warehouse table into skippable blocks.
+"""The nightly layout DAGs: tables laid out into blocks that queries can skip.
 
     ingest -> featurize -> reduce -> optimize -> write_blocks -> verify -> update_catalog
+
+- layout_nightly: one new partition of one table (any optimizer);
+- layout_star_nightly: the tables of a star or snowflake schema, one task
+  group each, dimension tables first, so that the fact table's join-induced
+  cuts (optimizer mto) are computed from the dimension layouts just activated.
+  The tables and their order come from LAYOUT_STAR_TABLES (parents before
+  children; default: TPC-H, lineitem last).
 
 Each step is a spark-submit of `jobs/<step>.py` on the `spark_default`
 connection (local mode unless the connection says otherwise). Steps keep
@@ -20,10 +27,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset, Param, TaskGroup, chain
 
 JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
 LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")
+
+OPTIMIZERS = ["fineblock", "sortkey", "qdtree", "mto", "zorder", "hilbert"]
+STAR_TABLES = [t for t in os.environ.get(
+    "LAYOUT_STAR_TABLES", "region,nation,supplier,customer,part,partsupp,orders,lineitem").split(",") if t]
 
 RUN_ARGS = [
     "--table", "{{ params.table }}",
@@ -40,11 +51,11 @@ SPARK_CONF = {
 }
 
 
-def spark_step(step: str, *extra_args: str, **kwargs) -> SparkSubmitOperator:
+def spark_step(step: str, *extra_args: str, run_args: list[str] = RUN_ARGS, **kwargs) -> SparkSubmitOperator:
     return SparkSubmitOperator(
         task_id=step,
         application=str(JOBS_DIR / f"{step}.py"),
-        application_args=[*RUN_ARGS, *extra_args],
+        application_args=[*run_args, *extra_args],
         conn_id="spark_default",
         conf=SPARK_CONF,
         name=f"layout-{step}",
@@ -68,9 +79,12 @@ with DAG(
         "date_column": Param("", type="string", description="column for the date range (optional)"),
         "start": Param("", type="string", description="first date of the batch, inclusive (optional)"),
         "end": Param("", type="string", description="end date of the batch, exclusive (optional)"),
-        "optimizer": Param("fineblock", enum=["fineblock", "sortkey"]),
+        "optimizer": Param("fineblock", enum=OPTIMIZERS),
         "block_size": Param(50000, type="integer", minimum=1, description="minSize, rows per block"),
-        "sort_column": Param("", type="string", description="column of the sortkey optimizer"),
+        "sort_column": Param("", type="string",
+                             description="column of the sortkey optimizer; in-leaf order of qdtree/mto"),
+        "sample_fraction": Param(1.0, type="number", exclusiveMinimum=0, maximum=1,
+                                 description="qdtree/mto optimize on this fraction of the rows"),
         "num_feat": Param(15, type="integer", minimum=0, maximum=62, description="features (numFeat)"),
         "min_support": Param(2, type="integer", minimum=1, description="frequent itemset support T"),
         "query_log": Param("", type="string", description="SQL file of past queries"),
@@ -90,8 +104,9 @@ with DAG(
         "--num-feat", "{{ params.num_feat }}",
         "--min-support", "{{ params.min_support }}",
         "--exclude-column", "{{ params.exclude_column }}",
+        "--optimizer", "{{ params.optimizer }}",
     )
-    reduce = spark_step("reduce")
+    reduce = spark_step("reduce", "--sample-fraction", "{{ params.sample_fraction }}")
     optimizer_args = (
         "--optimizer", "{{ params.optimizer }}",
         "--block-size", "{{ params.block_size }}",
@@ -103,3 +118,56 @@ with DAG(
     update_catalog = spark_step("update_catalog", outlets=[LAYOUT_CATALOG])
 
     ingest >> featurize >> reduce >> optimize >> write_blocks >> verify >> update_catalog
+
+
+def table_steps(table: str, fact: bool) -> TaskGroup:
+    """The seven steps of one table of the star DAG: the fact table gets the run's
+    partition and date range, a dimension table is laid out whole."""
+    run_args = ["--table", table, "--partition", "{{ params.partition or ds }}" if fact else "",
+                "--run-id", "{{ run_id }}"]
+    block_size = "{{ params.block_size }}" if fact else "{{ params.dimension_block_size }}"
+    optimizer_args = ("--optimizer", "{{ params.optimizer }}", "--block-size", block_size,
+                      "--sort-column", "{{ params.sort_column }}" if fact else "")
+    with TaskGroup(group_id=table) as group:
+        chain(
+            spark_step("ingest", "--source", f"{{{{ params.source_dir }}}}/{table}.parquet",
+                       *(("--date-column", "{{ params.date_column }}", "--start", "{{ params.start }}",
+                          "--end", "{{ params.end }}") if fact else ()), run_args=run_args),
+            spark_step("featurize", "--query-log", "{{ params.query_log }}",
+                       "--optimizer", "{{ params.optimizer }}", run_args=run_args),
+            spark_step("reduce", "--sample-fraction", "{{ params.sample_fraction }}" if fact else "1",
+                       run_args=run_args),
+            spark_step("optimize", *optimizer_args, run_args=run_args),
+            spark_step("write_blocks", *optimizer_args, run_args=run_args),
+            spark_step("verify", run_args=run_args),
+            spark_step("update_catalog", run_args=run_args, outlets=[LAYOUT_CATALOG]),
+        )
+    return group
+
+
+with DAG(
+    dag_id="layout_star_nightly",
+    description="Lay out dimension tables, then the new fact partition, with join-induced cuts (MTO)",
+    schedule=os.environ.get("LAYOUT_STAR_SCHEDULE") or None,
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    tags=["layout"],
+    params={
+        "source_dir": Param("", type="string", description="folder with <table>.parquet for every table"),
+        "partition": Param("", type="string", description="fact partition (default: the run's date)"),
+        "date_column": Param("", type="string", description="fact column for the date range (optional)"),
+        "start": Param("", type="string", description="first date of the fact batch, inclusive (optional)"),
+        "end": Param("", type="string", description="end date of the fact batch, exclusive (optional)"),
+        "optimizer": Param("mto", enum=OPTIMIZERS),
+        "block_size": Param(50000, type="integer", minimum=1, description="rows per fact block"),
+        "dimension_block_size": Param(50000, type="integer", minimum=1,
+                                      description="rows per dimension block"),
+        "sort_column": Param("", type="string", description="in-leaf order of the fact table"),
+        "sample_fraction": Param(1.0, type="number", exclusiveMinimum=0, maximum=1,
+                                 description="optimize the fact table on this fraction of its rows"),
+        "query_log": Param("", type="string", description="SQL file of past queries"),
+    },
+) as star_dag:
+    chain(*[table_steps(table, fact=(table == STAR_TABLES[-1])) for table in STAR_TABLES])

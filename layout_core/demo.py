@@ -4,8 +4,9 @@
    instances of the lineitem templates Sun et al. use (q3 q5 q6 q8 q10 q12 q14 q19).
 2. Two nightly partitions of lineitem (ship years 1995 and 1996) laid out by
    `airflow dags test layout_nightly` with the fineblock optimizer.
-3. The same partitions laid out with the sortkey baseline (l_shipdate), by
-   the same step functions run in-process, into a second catalog.
+3. The same partitions laid out with the sortkey baseline (l_shipdate) and
+   with mto (dimension tables first, so lineitem gets join-induced cuts), by
+   the same step functions run in-process, each into a catalog of its own.
 4. The report: per layout the fraction of lineitem rows and blocks the test
    queries read, a chart, and a Spark check that every rewritten test query
    returns exactly the rows of the query as written.
@@ -32,6 +33,7 @@ TEMPLATES = (3, 5, 6, 8, 10, 12, 14, 19)
 PARTITIONS = (("1995", "1995-01-01", "1996-01-01"), ("1996", "1996-01-01", "1997-01-01"))
 BLOCK_SIZE = 2000
 NUM_FEAT = 15
+DIMENSIONS = ("region", "nation", "supplier", "customer", "part", "orders")  # parents first
 
 
 def _conf(tpch: Path, log_file: Path, partition: str, start: str, end: str, optimizer: str) -> dict:
@@ -43,23 +45,25 @@ def _conf(tpch: Path, log_file: Path, partition: str, start: str, end: str, opti
     }
 
 
-def _sortkey_in_process(spark, home: Path, tpch: Path, train: Path) -> str:
-    """The baseline, through the same step functions the jobs call."""
+def _in_process(spark, home: Path, tpch: Path, train: Path, optimizer: str) -> str:
+    """The same partitions laid out by the same step functions the jobs call, into
+    a catalog of their own; mto lays out the dimension tables first (their
+    active layouts give lineitem its join-induced cuts)."""
     from .pipeline import steps
 
-    url = f"sqlite:///{home / 'sortkey_catalog.db'}"
+    url = f"sqlite:///{home / f'{optimizer}_catalog.db'}"
+    warehouse = home / f"{optimizer}_warehouse"
     schema = load_schema("tpch")
-    table = schema.table("lineitem")
+    run = f"demo-{time.time_ns()}"
     with Catalog(url) as catalog:
+        for table in (DIMENSIONS if optimizer == "mto" else ()):
+            steps.run_in_process(spark, catalog, schema, steps.RunPaths(warehouse, table, "", run),
+                                 str(tpch / f"{table}.parquet"), optimizer, BLOCK_SIZE, str(train))
         for partition, start, end in PARTITIONS:
-            paths = steps.RunPaths(home / "sortkey_warehouse", "lineitem", partition, f"demo-{time.time_ns()}")
-            steps.ingest(spark, paths, table, str(tpch / "lineitem.parquet"), catalog, "l_shipdate", start, end)
-            steps.featurize(spark, paths, schema, str(train), NUM_FEAT, 2)
-            steps.reduce_vectors(spark, paths)
-            steps.optimize(paths, "sortkey", BLOCK_SIZE, "l_shipdate")
-            steps.write_blocks(spark, paths, table, catalog, "sortkey", {"block_size": BLOCK_SIZE})
-            steps.verify(spark, paths, table, catalog)
-            steps.update_catalog(spark, paths, table, catalog)
+            paths = steps.RunPaths(warehouse, "lineitem", partition, run)
+            steps.run_in_process(spark, catalog, schema, paths, str(tpch / "lineitem.parquet"), optimizer,
+                                 BLOCK_SIZE, str(train), date_column="l_shipdate", start=start, end=end,
+                                 sort_column="l_shipdate", num_features=NUM_FEAT)
     return url
 
 
@@ -134,7 +138,8 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
         print(f"      partition {partition}: done in {time.monotonic() - t0:.0f} s "
               f"(log: {home / 'logs' / f'dag_{partition}.log'})")
 
-    print("[3/4] sortkey baseline (same steps, in-process) and Spark check of the rewritten queries")
+    print("[3/4] sortkey baseline and mto (dimension tables first), same steps in-process; "
+          "Spark check of the rewritten queries")
     from .spark.runner import register_raw_tables, run_workload
     from .spark.views import register_layout_views
     from .spark_session import local_session
@@ -142,7 +147,8 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
     schema = load_schema("tpch")
     spark = local_session("layout-demo")
     try:
-        sortkey_url = _sortkey_in_process(spark, home, tpch, train)
+        sortkey_url = _in_process(spark, home, tpch, train, "sortkey")
+        mto_url = _in_process(spark, home, tpch, train, "mto")
         register_raw_tables(spark, tpch, list(schema.tables))
         with Catalog(catalog_url) as catalog:
             snapshot = catalog.snapshot()
@@ -154,7 +160,8 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
         spark.stop()
 
     print("[4/4] report")
-    layouts = {"fineblock": read_fractions(catalog_url, sqls), "sortkey": read_fractions(sortkey_url, sqls)}
+    layouts = {"fineblock": read_fractions(catalog_url, sqls), "mto": read_fractions(mto_url, sqls),
+               "sortkey": read_fractions(sortkey_url, sqls)}
     templates = [q.template for q in test_queries]
     _chart(home / "report.png", templates, layouts)
     same = sum(1 for r in runs if r.equal)

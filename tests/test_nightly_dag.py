@@ -73,3 +73,54 @@ def test_dag_run_lays_out_a_partition(tmp_path, tpch_sf001):
     metrics = json.loads(next((warehouse / "_runs" / "lineitem" / "1995").glob("*/metrics.json")).read_text())
     assert set(metrics) == set(STEPS)
     assert metrics["verify"]["rows"] == year_rows
+
+
+@pytest.mark.slow
+def test_star_dag_lays_out_dimension_tables_before_the_fact_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(PROJECT / "dags"))
+    assert bag.import_errors == {}
+    dag = bag.dags["layout_star_nightly"]
+    order = [t.task_id for t in dag.topological_sort()]
+    tables = ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"]
+    assert order == [f"{table}.{step}" for table in tables for step in STEPS]
+    assert dag.params["optimizer"] == "mto"
+    fact, dimension = dag.get_task("lineitem.ingest"), dag.get_task("customer.ingest")
+    assert "--date-column" in fact.application_args and "--date-column" not in dimension.application_args
+    partition = dimension.application_args.index("--partition") + 1
+    assert dimension.application_args[partition] == ""  # dimension tables are laid out whole
+    assert "{{ params.source_dir }}/customer.parquet" in dimension.application_args
+
+
+@pytest.mark.slow
+def test_star_dag_run_gives_the_fact_table_join_induced_cuts(tmp_path, tpch_sf001):
+    """`airflow dags test` of orders then lineitem (SF 0.01) with mto."""
+    from layout_core.airflow_run import airflow_env, run_dag_test
+    from layout_core.catalog import Catalog
+
+    warehouse = tmp_path / "warehouse"
+    catalog_url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    log = tmp_path / "queries.sql"
+    log.write_text("SELECT count(*) FROM lineitem, orders WHERE l_orderkey = o_orderkey "
+                   "AND o_orderpriority = '1-URGENT';\n" * 3 +
+                   "SELECT count(*) FROM lineitem WHERE l_quantity < 10;\n"
+                   "SELECT count(*) FROM orders WHERE o_orderdate < DATE '1993-01-01';\n" * 2)
+    env = airflow_env(tmp_path / "airflow", catalog_url, warehouse)
+    env["LAYOUT_STAR_TABLES"] = "orders,lineitem"
+    conf = {"source_dir": str(tpch_sf001), "partition": "1995", "date_column": "l_shipdate",
+            "start": "1995-01-01", "end": "1996-01-01", "block_size": 1000, "dimension_block_size": 3000,
+            "sort_column": "l_shipdate", "query_log": str(log)}
+    run_dag_test(env, "layout_star_nightly", conf, log_file=tmp_path / "dag.log")
+
+    with Catalog(catalog_url) as catalog:
+        orders = catalog.active_layout("orders", "")
+        lineitem = catalog.active_layout("lineitem", "1995")
+    assert orders.version.optimizer == lineitem.version.optimizer == "mto"
+    assert sum(b.row_count for b in orders.blocks) == 15000
+    (urgent,) = [c for c in lineitem.cuts if c.kind == "join_induced"]
+    assert "1-URGENT" in urgent.sql and urgent.source_versions == (("orders", orders.version.version_id),)
+    assert len(urgent.keys()) > 0
+    assert any(b.union_bits >> urgent.position & 1 == 0 for b in lineitem.blocks)  # some blocks have no urgent rows

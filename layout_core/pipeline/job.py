@@ -37,10 +37,14 @@ def build_parser(step: str) -> argparse.ArgumentParser:
         p.add_argument("--min-support", type=int, default=2)
         p.add_argument("--exclude-column", action="append", default=[],
                        help="never use predicates on this column as features (repeatable)")
-    if step in ("optimize", "write_blocks"):
+    if step in ("featurize", "optimize", "write_blocks"):
         p.add_argument("--optimizer", default="fineblock", choices=steps.OPTIMIZERS)
+    if step == "reduce":
+        p.add_argument("--sample-fraction", type=float, default=1.0,
+                       help="optimize on this fraction of the rows (qdtree and mto only)")
+    if step in ("optimize", "write_blocks"):
         p.add_argument("--block-size", type=int, default=50_000, help="minSize in rows")
-        p.add_argument("--sort-column", help="column of the sortkey optimizer")
+        p.add_argument("--sort-column", help="column of the sortkey optimizer; in-leaf order of qdtree/mto")
     return p
 
 
@@ -70,11 +74,12 @@ def main(step: str, argv: list[str] | None = None) -> int:
                              args.end, args.partition_column)
             elif step == "featurize":
                 steps.featurize(spark, paths, schema, args.query_log or None, args.num_feat,
-                                args.min_support, args.exclude_column)
+                                args.min_support, [c for c in args.exclude_column if c], args.optimizer,
+                                catalog)
             elif step == "reduce":
-                steps.reduce_vectors(spark, paths)
+                steps.reduce_vectors(spark, paths, args.sample_fraction)
             elif step == "optimize":
-                steps.optimize(paths, args.optimizer, args.block_size, args.sort_column)
+                steps.optimize(paths, args.optimizer, args.block_size, args.sort_column or None, table)
             elif step == "write_blocks":
                 params = {"block_size": args.block_size, "sort_column": args.sort_column}
                 steps.write_blocks(spark, paths, table, catalog, args.optimizer, params,
@@ -82,7 +87,7 @@ def main(step: str, argv: list[str] | None = None) -> int:
             elif step == "verify":
                 steps.verify(spark, paths, table, catalog)
             elif step == "update_catalog":
-                steps.update_catalog(spark, paths, table, catalog)
+                steps.update_catalog(spark, paths, table, catalog, schema)
     except steps.StepError as e:
         logging.getLogger("layout.pipeline").error("%s failed: %s", step, e)
         return 1

@@ -24,14 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..catalog import BlockRecord, Catalog, CatalogError
+from ..catalog import BlockRecord, Catalog, CatalogError, CutRecord
 from ..predicates import Predicate, dumps, loads, to_sql
 from ..schema import Schema, TableSchema
 
 log = logging.getLogger("layout.pipeline")
 
 MAX_FEATURES = 62  # the bit vector is one signed 64-bit column
-OPTIMIZERS = ("fineblock", "sortkey")
+TREE_OPTIMIZERS = ("qdtree", "mto")
+CURVE_OPTIMIZERS = ("zorder", "hilbert")
+OPTIMIZERS = ("fineblock", "sortkey", *TREE_OPTIMIZERS, *CURVE_OPTIMIZERS)
+CURVE_COLUMNS = 3  # columns a space-filling curve interleaves
 
 
 class StepError(RuntimeError):
@@ -118,80 +121,213 @@ def ingest(spark, paths: RunPaths, table: TableSchema, source: str, catalog: Cat
 # featurize
 
 
+def _read_log(query_log: str | None, schema: Schema):
+    """The analyzed query log (None without one); statements that fail are logged and skipped."""
+    from ..workload.analyze import analyze_file
+
+    if not query_log:
+        return None
+    summary = analyze_file(query_log, schema)
+    for index, error in summary.failed:
+        log.warning("query log statement %d skipped: %s", index, error)
+    if summary.queries and not summary.analyses:
+        log.warning("query log %s: none of its %d statements could be analyzed", query_log, summary.queries)
+    return summary
+
+
+def _log_numbers(summary, table: str) -> dict:
+    if summary is None:
+        return {"queries": 0, "parsed": 0, "failed": 0, "queries_on_table": 0}
+    on_table = sum(len(a.refs_of_table(table)) for a in summary.analyses)
+    return {"queries": summary.queries, "parsed": len(summary.analyses), "failed": len(summary.failed),
+            "queries_on_table": on_table}
+
+
 def workload_features(query_log: str | None, schema: Schema, table: str, num_features: int,
                       min_support: int, exclude_columns: Sequence[str] = ()) -> tuple[list, dict]:
     """Sun's workload analysis for one table: (features, numbers)."""
     from ..optimize.features import select_features
     from ..sql.analysis import candidate_cuts
-    from ..workload.analyze import analyze_file
 
     if num_features > MAX_FEATURES:
         raise StepError(f"at most {MAX_FEATURES} features fit the bit vector, not {num_features}")
-    if not query_log:
-        return [], {"queries": 0, "parsed": 0, "failed": 0}
-    summary = analyze_file(query_log, schema)
-    for index, error in summary.failed:
-        log.warning("query log statement %d skipped: %s", index, error)
-    queries = []
+    summary = _read_log(query_log, schema)
+    if summary is None:
+        return [], _log_numbers(None, table)
     key_hops = schema.key_hops()
-    for analysis in summary.analyses:
-        for ref in analysis.refs_of_table(table):
-            simple, _ = candidate_cuts(analysis, ref.key, key_hops)
-            queries.append(simple)
+    queries = [candidate_cuts(a, ref.key, key_hops)[0]
+               for a in summary.analyses for ref in a.refs_of_table(table)]
     excluded = set(exclude_columns)
 
     def exclude(p: Predicate) -> bool:
         return bool(p.columns() & excluded) or not p.columns()
 
     features = select_features(queries, num_features, min_support, exclude=exclude) if queries else []
-    numbers = {"queries": summary.queries, "parsed": len(summary.analyses),
-               "failed": len(summary.failed), "queries_on_table": len(queries)}
-    return features, numbers
+    return features, _log_numbers(summary, table)
+
+
+def tree_cuts(analyses, schema: Schema, table: str, optimizer: str,
+              exclude_columns: Sequence[str] = ()) -> tuple[list[Predicate], list[Predicate]]:
+    """Candidate cuts of a qd-tree optimizer: (simple, join-induced), at most
+    MAX_FEATURES together, the most frequent first; `qdtree` uses simple cuts only."""
+    from ..workload.tree_inputs import candidate_cut_lists
+
+    simple, induced = candidate_cut_lists(analyses, table, schema.key_hops(), max_per_kind=MAX_FEATURES)
+    excluded = set(exclude_columns)
+    simple = [c for c in simple if c.columns() and not c.columns() & excluded]
+    if optimizer != "mto":
+        induced = []
+    # share the bit vector: each kind gets half, and what one kind leaves unused
+    n_induced = min(len(induced), max(MAX_FEATURES - len(simple), MAX_FEATURES // 2))
+    n_simple = min(len(simple), MAX_FEATURES - n_induced)
+    return simple[:n_simple], induced[:n_induced]
+
+
+def _path_tables(cut) -> set[str]:
+    """The tables whose data decide a join-induced cut's bits."""
+    return {hop.parent_table for hop in cut.hops}
+
+
+def _active_sources(catalog: Catalog, tables: set[str]) -> dict[str, dict]:
+    """{table: {"versions": [...], "paths": [...]}} for the tables that have active, non-empty layouts."""
+    registered = {t.name for t in catalog.tables()}
+    snapshot = catalog.snapshot(sorted(tables & registered))
+    sources = {}
+    for table in sorted(tables & registered):
+        layouts = snapshot.layouts_of(table)
+        block_paths = [b.path for layout in layouts for b in layout.blocks]
+        if block_paths:
+            sources[table] = {"versions": sorted(layout.version.version_id for layout in layouts),
+                              "paths": block_paths}
+    return sources
+
+
+def _source_frames(spark, schema: Schema, paths_by_table: dict[str, list[str]]) -> dict:
+    """The data of dimension tables, read from their block folders."""
+    missing = [p for paths in paths_by_table.values() for p in paths if not Path(p).is_dir()]
+    if missing:
+        raise StepError(f"{len(missing)} block folders of a dimension layout are missing, e.g. {missing[0]}")
+    return {table: spark.read.parquet(*paths).select(*schema.table(table).column_names)
+            for table, paths in paths_by_table.items()}
+
+
+def _keys_file(paths: RunPaths, position: int) -> Path:
+    return paths.file("literal_keys") / f"cut{position}.roaring"
 
 
 def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, num_features: int,
-              min_support: int, exclude_columns: Sequence[str] = ()) -> dict:
-    """Pick features from the query log and add the bit vector column to every row."""
-    from ..spark.blocks import VECTOR_COLUMN, with_bit_vector, with_cut_flags
+              min_support: int, exclude_columns: Sequence[str] = (), optimizer: str = "fineblock",
+              catalog: Catalog | None = None) -> dict:
+    """Pick cuts from the query log and add the bit vector column to every row.
+
+    fineblock and sortkey use Sun's features; qdtree and mto the queries' own
+    predicates (mto also join-induced ones, with bits computed exactly from the
+    active layouts of the dimension tables on their paths, whose literal keys
+    are kept as Roaring bitmaps); zorder and hilbert use no cuts.
+    """
+    from ..spark.blocks import ORDERABLE_KINDS, VECTOR_COLUMN, with_bit_vector
+    from ..spark.induced import literal_keys, with_layout_cut_flags
+    from ..workload.tree_inputs import filtered_columns, workload_matrices
 
     t0 = time.monotonic()
-    features, numbers = workload_features(query_log, schema, paths.table, num_features,
-                                          min_support, exclude_columns)
-    if not features:
-        log.warning("featurize %s: no features (empty or unusable query log); "
-                    "every row gets the same vector", paths.table)
-    predicates = [f.predicate for f in features]
-    _write_json(paths.file("features.json"), [
-        {"sql": to_sql(f.predicate), "predicate": dumps(f.predicate), "support": f.support, "gain": f.gain}
-        for f in features
-    ])
+    if optimizer not in OPTIMIZERS:
+        raise StepError(f"unknown optimizer {optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
+    table = schema.table(paths.table)
+    summary = _read_log(query_log, schema)
+    analyses = summary.analyses if summary is not None else []
+    numbers = _log_numbers(summary, table.name)
+    cuts: list[dict] = []
+    predicates: list[Predicate] = []
+    frames: dict = {}
+    if optimizer in TREE_OPTIMIZERS:
+        simple, induced = tree_cuts(analyses, schema, table.name, optimizer, exclude_columns)
+        if induced:
+            if catalog is None:
+                raise StepError("join-induced cuts need the catalog of the dimension layouts")
+            sources = _active_sources(catalog, set().union(*map(_path_tables, induced)))
+            usable = [c for c in induced if _path_tables(c) <= set(sources)]
+            if len(usable) < len(induced):
+                log.warning("featurize %s: %d of %d join-induced cuts dropped: a table on their path "
+                            "has no active layout yet (lay out dimension tables first)",
+                            table.name, len(induced) - len(usable), len(induced))
+            induced = usable
+            frames = _source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
+        predicates = [*simple, *induced]
+        matrices = workload_matrices(analyses, table.name, schema.key_hops(), predicates)
+        _write_json(paths.file("workload.json"), {"implies": matrices.implies.astype(int).tolist(),
+                                                  "disjoint": matrices.disjoint.astype(int).tolist()})
+        support = (matrices.implies | matrices.disjoint).sum(axis=0)
+        for position, cut in enumerate(predicates):
+            entry = {"position": position, "kind": "simple", "sql": to_sql(cut), "predicate": dumps(cut),
+                     "support": int(support[position])}
+            if position >= len(simple):
+                keys_path = _keys_file(paths, position)
+                keys_path.parent.mkdir(parents=True, exist_ok=True)
+                keys = literal_keys(frames, cut)
+                keys_path.write_bytes(keys.serialize())
+                entry.update(kind="join_induced", path=[str(h) for h in cut.hops], literal_keys=len(keys),
+                             source_versions=[[t, v] for t in sorted(_path_tables(cut))
+                                              for v in sources[t]["versions"]])
+            cuts.append(entry)
+        if not analyses:
+            log.warning("featurize %s: no usable queries; %s falls back to a sort-key layout",
+                        table.name, optimizer)
+    elif optimizer not in CURVE_OPTIMIZERS:
+        features, _ = workload_features(query_log, schema, table.name, num_features, min_support,
+                                        exclude_columns)
+        if not features:
+            log.warning("featurize %s: no features (empty or unusable query log); "
+                        "every row gets the same vector", table.name)
+        predicates = [f.predicate for f in features]
+        cuts = [{"position": i, "kind": "simple", "sql": to_sql(f.predicate), "predicate": dumps(f.predicate),
+                 "support": f.support, "gain": f.gain} for i, f in enumerate(features)]
+    orderable = {c for c in table.column_names if table.column(c).kind in ORDERABLE_KINDS}
+    filtered = [c for c in filtered_columns(analyses, table.name, len(table.column_names))
+                if c in orderable and c not in set(exclude_columns)]
+    _write_json(paths.file("features.json"), {"optimizer": optimizer, "cuts": cuts,
+                                              "filtered_columns": filtered})
     df = spark.read.parquet(str(paths.file("input")))
-    flagged = with_bit_vector(with_cut_flags(df, [to_sql(p) for p in predicates]), len(predicates))
-    out = flagged.select(*df.columns, VECTOR_COLUMN)
-    out.write.mode("overwrite").parquet(str(paths.file("featurized")))
-    for f in features:
-        log.info("feature (support %d, gain %d): %s", f.support, f.gain, to_sql(f.predicate))
-    return _record(paths, "featurize", {**numbers, "features": len(features),
-                                        "seconds": round(time.monotonic() - t0, 2)})
+    flagged = with_bit_vector(with_layout_cut_flags(df, predicates, frames), len(predicates))
+    flagged.select(*df.columns, VECTOR_COLUMN).write.mode("overwrite").parquet(str(paths.file("featurized")))
+    for c in cuts:
+        log.info("cut %d (%s, support %d): %s", c["position"], c["kind"], c["support"], c["sql"])
+    kinds = [c["kind"] for c in cuts]
+    return _record(paths, "featurize", {
+        **numbers, "features": len(cuts), "join_induced": kinds.count("join_induced"),
+        "seconds": round(time.monotonic() - t0, 2)})
 
 
-def _features(paths: RunPaths) -> list[dict]:
-    return _read_json(paths.file("features.json"), "featurize")
+def _features(paths: RunPaths) -> dict:
+    features = _read_json(paths.file("features.json"), "featurize")
+    if not isinstance(features, dict):
+        raise StepError("features.json was written by an older version: run featurize again")
+    return features
 
 
 # ---------------------------------------------------------------------------
 # reduce
 
 
-def reduce_vectors(spark, paths: RunPaths) -> dict:
-    """(vector, count) pairs of the partition."""
+def reduce_vectors(spark, paths: RunPaths, sample_fraction: float = 1.0, seed: int = 1) -> dict:
+    """(vector, count) pairs of the partition, or of a uniform sample of its rows.
+
+    The qd-tree optimizers can run on a sample: bits stay exact (join-induced
+    ones come from the full dimension data), so a sampled count divided by the
+    fraction estimates the full count with no cardinality adjustment (MTO §4.2
+    needs one because it samples the dimension tables too).
+    """
     from ..spark.blocks import VECTOR_COLUMN
 
     t0 = time.monotonic()
+    if not 0 < sample_fraction <= 1:
+        raise StepError(f"the sample fraction must be in (0, 1], not {sample_fraction}")
     df = spark.read.parquet(str(paths.file("featurized")))
+    if sample_fraction < 1:
+        df = df.sample(fraction=sample_fraction, seed=seed)
     pairs = sorted((int(r[0]), int(r[1])) for r in df.groupBy(VECTOR_COLUMN).count().collect())
-    _write_json(paths.file("vectors.json"), {"pairs": pairs})
+    _write_json(paths.file("vectors.json"), {"pairs": pairs, "sample_fraction": sample_fraction})
     return _record(paths, "reduce", {"rows": sum(c for _, c in pairs), "distinct_vectors": len(pairs),
+                                     "sample_fraction": sample_fraction,
                                      "seconds": round(time.monotonic() - t0, 2)})
 
 
@@ -199,8 +335,44 @@ def reduce_vectors(spark, paths: RunPaths) -> dict:
 # optimize
 
 
-def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str | None = None) -> dict:
-    """The blocking map: which rows of which vector go to which block."""
+def _cut_family(optimizer: str) -> str:
+    """Optimizers of one family share the cuts featurize picks."""
+    return "sun" if optimizer in ("fineblock", "sortkey") else optimizer
+
+
+def _sort_columns(features: dict, table: TableSchema, sort_column: str | None) -> list[str]:
+    """The in-leaf order of a tree layout: the given column, else the most filtered one, else the key."""
+    if sort_column:
+        return [sort_column]
+    return features["filtered_columns"][:1] or list(table.primary_key)
+
+
+def _tree_blocking(pairs: list, features: dict, workload: dict, block_size: int, fraction: float,
+                   sort_columns: list[str]) -> dict:
+    import numpy as np
+
+    from ..optimize.fineblock import VectorCounts, unpack_vectors
+    from ..optimize.qdtree import Workload, greedy_tree, leaf_blocks, leaves, tree_to_json
+
+    m = len(features["cuts"])
+    vectors = unpack_vectors(np.array([v for v, _ in pairs], dtype=np.int64), m)
+    vc = VectorCounts(vectors, np.array([c for _, c in pairs], dtype=np.int64), np.ones(m))
+    queries = len(workload["implies"])
+    matrices = Workload(np.array(workload["implies"], dtype=bool).reshape(queries, m),
+                        np.array(workload["disjoint"], dtype=bool).reshape(queries, m))
+    # leaves hold at least one block of the full data: block_size x fraction sampled rows
+    root = greedy_tree(vc, matrices, max(1, round(block_size * fraction)), progress=False)
+    plan = leaf_blocks(root, block_size, scale=1 / fraction)
+    leaf_rows = [leaf.rows / fraction for leaf in sorted(leaves(root), key=lambda leaf: leaf.leaf_id)]
+    return {"kind": "tree", "n_cuts": m, "tree": tree_to_json(root), "n_blocks": plan.total,
+            "leaf_first_block": plan.first_block.tolist(), "leaf_n_blocks": plan.n_blocks.tolist(),
+            "leaf_estimated_rows": [round(r, 1) for r in leaf_rows],
+            "sample_fraction": fraction, "sort_columns": sort_columns}
+
+
+def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str | None = None,
+             table: TableSchema | None = None) -> dict:
+    """The blocking map: which rows go to which block."""
     import numpy as np
 
     from ..optimize.fineblock import VectorCounts, bottom_up, unpack_vectors
@@ -210,22 +382,42 @@ def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str 
         raise StepError(f"unknown optimizer {optimizer!r} (choose from {', '.join(OPTIMIZERS)})")
     if block_size <= 0:
         raise StepError(f"block size must be positive, not {block_size}")
-    pairs = _read_json(paths.file("vectors.json"), "optimize")["pairs"]
+    reduced = _read_json(paths.file("vectors.json"), "optimize")
+    pairs, fraction = reduced["pairs"], reduced.get("sample_fraction", 1.0)
     features = _features(paths)
+    if _cut_family(features["optimizer"]) != _cut_family(optimizer):
+        raise StepError(f"featurize ran for {features['optimizer']}, not {optimizer}: run it again")
+    if fraction < 1 and optimizer not in TREE_OPTIMIZERS:
+        raise StepError(f"only {' and '.join(TREE_OPTIMIZERS)} can optimize on a sample")
     total = sum(c for _, c in pairs)
+    estimated = round(total / fraction)
+    n_blocks = math.ceil(estimated / block_size) if total else 0
     if optimizer == "sortkey":
         if not sort_column:
             raise StepError("the sortkey optimizer needs --sort-column")
-        n_blocks = math.ceil(total / block_size) if total else 0
         blocking = {"kind": "sortkey", "column": sort_column, "rows_per_block": block_size,
                     "n_blocks": n_blocks}
+    elif optimizer in CURVE_OPTIMIZERS:
+        columns = features["filtered_columns"][:CURVE_COLUMNS] or (list(table.primary_key) if table else [])
+        if not columns:
+            raise StepError(f"{optimizer} needs filtered columns in the query log or a primary key")
+        blocking = {"kind": "curve", "curve": optimizer, "columns": columns, "rows_per_block": block_size,
+                    "n_blocks": n_blocks}
+    elif optimizer in TREE_OPTIMIZERS:
+        if not total:
+            blocking = {"kind": "tree", "n_blocks": 0}
+        else:
+            sort_columns = _sort_columns(features, table, sort_column) if table else \
+                ([sort_column] if sort_column else [])
+            workload = _read_json(paths.file("workload.json"), "optimize")
+            blocking = _tree_blocking(pairs, features, workload, block_size, fraction, sort_columns)
     elif not pairs:
         blocking = {"kind": "fineblock", "n_blocks": 0, "pieces": []}
     else:
-        m = len(features)
+        m = len(features["cuts"])
         vectors = unpack_vectors(np.array([v for v, _ in pairs], dtype=np.int64), m)
         counts = np.array([c for _, c in pairs], dtype=np.int64)
-        weights = np.array([f["support"] for f in features], dtype=float)
+        weights = np.array([f["support"] for f in features["cuts"]], dtype=float)
         result = bottom_up(VectorCounts(vectors, counts, weights), block_size, progress=False)
         pieces = [
             [int(pairs[vi][0]), int(b), int(s), int(e)]
@@ -233,8 +425,10 @@ def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str 
         ]
         blocking = {"kind": "fineblock", "n_blocks": int(result.n_blocks), "pieces": pieces}
     _write_json(paths.file("blocking.json"), blocking)
-    return _record(paths, "optimize", {"optimizer": optimizer, "blocks": blocking["n_blocks"],
-                                       "rows": total, "seconds": round(time.monotonic() - t0, 3)})
+    numbers = {"optimizer": optimizer, "blocks": blocking["n_blocks"], "rows": estimated}
+    if blocking["kind"] == "tree" and blocking["n_blocks"]:
+        numbers["leaves"] = len(blocking["leaf_n_blocks"])
+    return _record(paths, "optimize", {**numbers, "seconds": round(time.monotonic() - t0, 3)})
 
 
 # ---------------------------------------------------------------------------
@@ -243,17 +437,34 @@ def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str 
 
 def _block_index(df, blocking: dict):
     """The 0-based block index of every row, from the blocking map (deterministic)."""
+    import numpy as np
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..spark.blocks import VECTOR_COLUMN, with_pieces
+    from ..optimize.fineblock import unpack_vectors
+    from ..optimize.qdtree import route_vectors, tree_from_json
+    from ..spark.blocks import VECTOR_COLUMN, with_pieces, with_tree_blocks
+    from ..spark.curves import curve_block_index, with_curve_key
 
     data_columns = [c for c in df.columns if c != VECTOR_COLUMN]
     # A fixed row order (hash, then every column) so a retry assigns the same rows to the same blocks.
     order = [F.xxhash64(*data_columns)] + [F.col(c) for c in data_columns]
-    if blocking["kind"] == "sortkey":
+    kind = blocking["kind"]
+    if kind == "sortkey":
         rn = F.row_number().over(Window.orderBy(F.col(blocking["column"]), *order)) - 1
         return df.withColumn("_block", F.floor(rn / F.lit(blocking["rows_per_block"])).cast("int"))
+    if kind == "curve":
+        keyed = with_curve_key(df.drop(VECTOR_COLUMN), blocking["columns"], blocking["curve"])
+        blocked = curve_block_index(keyed, blocking["rows_per_block"])
+        return blocked.withColumn("_block", F.col("_block").cast("int")).drop("_curve")
+    if kind == "tree":
+        # every vector of the full data, also one a sample never saw, reaches a leaf
+        keys = [int(r[0]) for r in df.select(VECTOR_COLUMN).distinct().collect()]
+        leaf_of = route_vectors(tree_from_json(blocking["tree"]),
+                                unpack_vectors(np.array(keys, dtype=np.int64), blocking["n_cuts"]))
+        return with_tree_blocks(df, [(k, int(leaf)) for k, leaf in zip(keys, leaf_of)], f"{VECTOR_COLUMN} long",
+                                blocking["leaf_first_block"], blocking["leaf_n_blocks"],
+                                blocking["sort_columns"], order)
     return with_pieces(df, [tuple(p) for p in blocking["pieces"]], f"{VECTOR_COLUMN} long", order)
 
 
@@ -338,10 +549,27 @@ def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict
 # update_catalog
 
 
-def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict:
-    """Cuts, per-block stats and union vectors, then activate (retiring the old version)."""
-    from ..spark.blocks import summarize_blocks, with_cut_flags
-    from ..spark.layout import cut_records
+def _sample_error(blocking: dict, summaries, first_id: int) -> float | None:
+    """Largest relative error of the sample's block size estimates against the written blocks."""
+    import numpy as np
+
+    if blocking.get("kind") != "tree" or blocking.get("sample_fraction", 1.0) >= 1 or not summaries:
+        return None
+    first = np.array(blocking["leaf_first_block"])
+    n = np.array(blocking["leaf_n_blocks"])
+    estimated = np.array(blocking["leaf_estimated_rows"]) / n  # rows per block of each leaf
+    errors = []
+    for s in summaries:
+        leaf = int(np.searchsorted(first, s.block_id - first_id, side="right")) - 1
+        errors.append(abs(s.row_count - estimated[leaf]) / estimated[leaf])
+    return round(float(max(errors)), 4)
+
+
+def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
+                   schema: Schema | None = None) -> dict:
+    """Cuts (with literal keys), per-block stats and cut bit vectors, then activate (retiring the old version)."""
+    from ..spark.blocks import summarize_blocks
+    from ..spark.induced import with_layout_cut_flags
 
     t0 = time.monotonic()
     verified = _read_json(paths.file("verified.json"), "update_catalog")
@@ -352,23 +580,65 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog)
     info = catalog.version(version)
     if info.state == "active":
         return _record(paths, "update_catalog", {"version": version, "already_active": True})
-    predicates = [loads(f["predicate"]) for f in _features(paths)]
+    cuts = _features(paths)["cuts"]
+    predicates = [loads(c["predicate"]) for c in cuts]
+    # the bits of join-induced cuts come from the dimension versions featurize used
+    source_versions = {(t, v) for c in cuts for t, v in c.get("source_versions", [])}
+    frames = {}
+    if source_versions:
+        if schema is None:
+            raise StepError("join-induced cuts need the schema of their dimension tables")
+        by_table: dict[str, list[str]] = {}
+        for t, v in sorted(source_versions):
+            by_table.setdefault(t, []).extend(catalog.block_paths(v))
+        frames = _source_frames(spark, schema, by_table)
     frame = _written_frame(spark, table, written)
     summaries = []
     if frame is not None:
-        summaries = summarize_blocks(with_cut_flags(frame, [to_sql(p) for p in predicates]), table,
-                                     len(predicates))
+        summaries = summarize_blocks(with_layout_cut_flags(frame, predicates, frames), table, len(predicates))
     blocks = []
     for s in summaries:
         meta = written["blocks"][str(s.block_id)]
         blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"],
                                   s.stats, s.union_bits, s.all_bits))
+    records = [CutRecord(c["position"], c["predicate"], c["sql"], c["kind"], path=tuple(c.get("path", ())),
+                         literal_keys=(_keys_file(paths, c["position"]).read_bytes()
+                                       if c["kind"] == "join_induced" else None),
+                         source_versions=tuple((t, int(v)) for t, v in c.get("source_versions", [])))
+               for c in cuts]
     try:
-        catalog.set_cuts(version, cut_records(predicates))
+        catalog.set_cuts(version, records)
         catalog.set_blocks(version, blocks)
         catalog.activate(version)
     except CatalogError as e:
         raise StepError(f"cannot activate version {version}: {e}") from None
-    return _record(paths, "update_catalog", {
-        "version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks),
-        "seconds": round(time.monotonic() - t0, 2)})
+    numbers = {"version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks)}
+    error = _sample_error(_read_json(paths.file("blocking.json"), "update_catalog"), summaries,
+                          info.block_ids.start)
+    if error is not None:
+        numbers["sample_block_rows_error_max"] = error
+    return _record(paths, "update_catalog", {**numbers, "seconds": round(time.monotonic() - t0, 2)})
+
+
+# ---------------------------------------------------------------------------
+# all steps in one process
+
+
+def run_in_process(spark, catalog: Catalog, schema: Schema, paths: RunPaths, source: str, optimizer: str,
+                   block_size: int, query_log: str | None = None, *, date_column: str | None = None,
+                   start: str | None = None, end: str | None = None, sort_column: str | None = None,
+                   num_features: int = 15, min_support: int = 2, sample_fraction: float = 1.0,
+                   exclude_columns: Sequence[str] = (), partition_column: str = "dt") -> dict:
+    """The seven steps in order in one Spark session (tests, the demo's baseline, tools);
+    returns the run's metrics. The nightly DAG runs the same functions as separate jobs."""
+    table = schema.table(paths.table)
+    ingest(spark, paths, table, source, catalog, date_column, start, end, partition_column)
+    featurize(spark, paths, schema, query_log, num_features, min_support, exclude_columns, optimizer, catalog)
+    reduce_vectors(spark, paths, sample_fraction)
+    optimize(paths, optimizer, block_size, sort_column, table)
+    write_blocks(spark, paths, table, catalog, optimizer,
+                 {"block_size": block_size, "sort_column": sort_column, "sample_fraction": sample_fraction},
+                 partition_column)
+    verify(spark, paths, table, catalog)
+    update_catalog(spark, paths, table, catalog, schema)
+    return _read_json(paths.file("metrics.json"), "run_in_process")

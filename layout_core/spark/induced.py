@@ -92,11 +92,26 @@ def _propagate(cuts: list[JoinInduced], tables: Mapping[str, DataFrame]) -> dict
 
 
 def literal_keys(tables: Mapping[str, DataFrame], cut: JoinInduced) -> BitMap64:
-    """Key values of the last hop's parent that satisfy the cut (its materialized form)."""
+    """Key values of the last hop's parent that satisfy the cut (its materialized form),
+    computed by the same joins as the cut's bits, from `tables` alone."""
     hop = cut.hops[-1]
-    parent = tables[hop.parent_table]
-    prefix = JoinInduced(cut.hops[:-1], cut.source) if len(cut.hops) > 1 else None
-    condition = to_sql(cut.source) if prefix is None else to_sql(prefix)
-    keys = parent.where(condition).select(F.col(hop.parent_column).cast("long")).toPandas()
+    parent = _propagate([JoinInduced(cut.hops, cut.source)], tables)[hop]
+    keys = parent.where(F.col(_flag_name(0))).select(F.col(hop.parent_column).cast("long")).toPandas()
     values = keys.iloc[:, 0].dropna().astype("int64").to_numpy()
     return BitMap64(values[values >= 0].tolist())
+
+
+def with_layout_cut_flags(df: DataFrame, cuts: Sequence, tables: Mapping[str, DataFrame]) -> DataFrame:
+    """Flag columns `_cut0`, `_cut1`, ... in the order of `cuts`, a mix of simple
+    and join-induced predicates (NULL counts as FALSE); `tables` holds the data
+    of every table on the join-induced cuts' paths."""
+    from .blocks import cut_flag_columns, with_cut_flags
+
+    simple = [(i, c) for i, c in enumerate(cuts) if not isinstance(c, JoinInduced)]
+    induced = [(i, c) for i, c in enumerate(cuts) if isinstance(c, JoinInduced)]
+    with_simple = with_cut_flags(df, [to_sql(c) for _, c in simple])  # named _cut0.. in their own order
+    with_both = with_induced_flags(with_simple, [c for _, c in induced], tables)
+    flag_of = {i: f"_cut{k}" for k, (i, _) in enumerate(simple)}
+    flag_of.update({i: with_both.columns[k] for k, (i, _) in enumerate(induced)})
+    names = cut_flag_columns(len(cuts))
+    return with_both.frame.select(*df.columns, *[F.col(flag_of[i]).alias(names[i]) for i in range(len(cuts))])

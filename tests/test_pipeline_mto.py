@@ -1,0 +1,183 @@
+"""MTO through the nightly steps: dimension tables first, then the fact table's
+join-induced cuts use their active layouts; answers stay identical in Spark."""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import pytest
+from pyroaring import BitMap64
+
+from layout_core.catalog import Catalog
+from layout_core.pipeline import steps
+from layout_core.schema import load_schema
+from layout_core.skipping.rewrite import rewrite_sql
+from layout_core.skipping.router import RoutingIndex, route_query
+
+pytestmark = pytest.mark.slow
+SCHEMA = load_schema("tpch")
+
+BUILDING = ("SELECT l_orderkey, sum(l_extendedprice) AS revenue FROM customer, orders, lineitem "
+            "WHERE c_mktsegment = '{segment}' AND c_custkey = o_custkey AND l_orderkey = o_orderkey "
+            "AND l_shipdate >= DATE '1995-03-01' GROUP BY l_orderkey")
+ASIA = ("SELECT count(*) AS n FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+        "JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey "
+        "JOIN region ON n_regionkey = r_regionkey WHERE r_name = '{region}'")
+URGENT = ("SELECT count(*) AS n FROM lineitem, orders WHERE l_orderkey = o_orderkey "
+          "AND o_orderpriority = '1-URGENT' AND l_quantity < {quantity}")
+TRAIN = [BUILDING.format(segment="BUILDING")] * 3 + [ASIA.format(region="ASIA")] * 2 + \
+    [URGENT.format(quantity=q) for q in (10, 20)]
+# Not in the log: a segment disjoint with the BUILDING cut, and the same shapes again.
+TEST = [BUILDING.format(segment="BUILDING"), BUILDING.format(segment="MACHINERY"),
+        ASIA.format(region="ASIA"), ASIA.format(region="EUROPE"), URGENT.format(quantity=5),
+        "SELECT count(*) AS n FROM lineitem LEFT JOIN orders ON l_orderkey = o_orderkey "
+        "AND o_orderpriority = '1-URGENT'"]
+
+DIMENSIONS = [("region", 10), ("nation", 10), ("customer", 300), ("orders", 2000)]
+
+
+def _lay_out(spark, world, table, optimizer, run_id, block_size, partition="", **kwargs):
+    paths = steps.RunPaths(world["warehouse"], table, partition, run_id)
+    return paths, steps.run_in_process(
+        spark, world["catalog"], SCHEMA, paths, str(world["tpch"] / f"{table}.parquet"), optimizer,
+        block_size, kwargs.pop("query_log", world["log"]), **kwargs)
+
+
+def _lineitem_1995(spark, world, optimizer, run_id, **kwargs):
+    return _lay_out(spark, world, "lineitem", optimizer, run_id, 600, partition="1995",
+                    date_column="l_shipdate", start="1995-01-01", end="1996-01-01", **kwargs)
+
+
+def _route(world, sql):
+    index = RoutingIndex.from_snapshot(world["catalog"].snapshot())
+    return route_query(sql, index, SCHEMA), index
+
+
+def _lineitem_blocks(world, sql) -> int:
+    route, _ = _route(world, sql)
+    return len(next(r for r in route.refs if r.table == "lineitem").blocks)
+
+
+@pytest.fixture(scope="module")
+def world(spark, tpch_sf001, tmp_path_factory):
+    home = tmp_path_factory.mktemp("mto")
+    log = home / "train.sql"
+    log.write_text(";\n".join(TRAIN) + ";\n")
+    with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
+        w = {"catalog": catalog, "warehouse": home / "wh", "tpch": tpch_sf001, "log": str(log), "home": home}
+        for table, block_size in DIMENSIONS:
+            _lay_out(spark, w, table, "mto", "nightly-1", block_size)
+        _, w["qdtree_metrics"] = _lineitem_1995(spark, w, "qdtree", "nightly-q")
+        w["qdtree_blocks"] = {sql: _lineitem_blocks(w, sql) for sql in TEST}
+        _, w["mto_metrics"] = _lineitem_1995(spark, w, "mto", "nightly-m")
+        yield w
+
+
+def test_mto_keeps_join_induced_cuts_with_exact_literal_keys_and_their_sources(world, tpch_sf001):
+    c = world["catalog"]
+    layout = c.active_layout("lineitem", "1995")
+    assert layout.version.optimizer == "mto"
+    induced = {cut.sql: cut for cut in layout.cuts if cut.kind == "join_induced"}
+    assert world["mto_metrics"]["featurize"]["join_induced"] == len(induced) >= 2
+    building = next(cut for sql, cut in induced.items() if "BUILDING" in sql)
+    assert building.path == ("customer.c_custkey->orders.o_custkey", "orders.o_orderkey->lineitem.l_orderkey")
+    # the literal keys: order keys of BUILDING customers, computed here with pandas from the raw files
+    customer = pd.read_parquet(tpch_sf001 / "customer.parquet")
+    orders = pd.read_parquet(tpch_sf001 / "orders.parquet")
+    segment_custkeys = customer.loc[customer.c_mktsegment == "BUILDING", "c_custkey"]
+    expected = orders.loc[orders.o_custkey.isin(segment_custkeys), "o_orderkey"]
+    assert building.keys() == BitMap64(expected.astype("int64").tolist())
+    versions = {t: c.active_layout(t, "").version.version_id for t in ("customer", "orders")}
+    assert set(building.source_versions) == set(versions.items())
+    # the region cut goes four hops: region -> nation -> customer -> orders -> lineitem
+    asia = next(cut for sql, cut in induced.items() if "ASIA" in sql)
+    assert [hop.split("->")[0] for hop in asia.path] == [
+        "region.r_regionkey", "nation.n_nationkey", "customer.c_custkey", "orders.o_orderkey"]
+    assert {t for t, _ in asia.source_versions} == {"region", "nation", "customer", "orders"}
+
+
+def test_mto_skips_more_lineitem_blocks_than_qdtree_and_answers_stay_identical(spark, world):
+    from layout_core.spark.compare import same_rows
+    from layout_core.spark.views import register_layout_views
+
+    total = sum(len(lay.blocks) for lay in world["catalog"].snapshot().layouts_of("lineitem"))
+    mto = {sql: _lineitem_blocks(world, sql) for sql in TEST}
+    building, machinery, asia, europe = TEST[:4]
+    for sql in (building, asia):  # join-induced cuts the query implies
+        assert mto[sql] < world["qdtree_blocks"][sql], sql
+        assert mto[sql] < total / 2, sql
+    assert mto[machinery] < total  # disjoint with the BUILDING cut: blocks of only BUILDING rows skipped
+    assert mto[TEST[-1]] == total  # an outer join induces nothing on lineitem
+
+    raw = {t: spark.read.parquet(str(world["tpch"] / f"{t}.parquet")) for t in SCHEMA.tables}
+    # only lineitem's 1995 partition is laid out: the expected answers read the same rows
+    raw["lineitem"] = raw["lineitem"].where("l_shipdate >= DATE'1995-01-01' AND l_shipdate < DATE'1996-01-01'")
+    for t, frame in raw.items():
+        frame.createOrReplaceTempView(t)
+    expected = {sql: spark.sql(sql).collect() for sql in TEST}
+    snapshot = world["catalog"].snapshot()
+    try:
+        assert "lineitem" in register_layout_views(spark, snapshot, [SCHEMA.table(t) for t in SCHEMA.tables])
+        index = RoutingIndex.from_snapshot(snapshot)
+        for sql in TEST:
+            rewritten = rewrite_sql(route_query(sql, index, SCHEMA), index)
+            equal, why = same_rows(expected[sql], spark.sql(rewritten).collect())
+            assert equal, f"{why}\n{rewritten}"
+    finally:
+        for t in raw:
+            spark.read.parquet(str(world["tpch"] / f"{t}.parquet")).createOrReplaceTempView(t)
+
+
+def test_sampling_estimates_block_sizes_within_ten_percent(spark, world):
+    paths, metrics = _lay_out(spark, world, "lineitem", "mto", "sampled", 5000, partition="all",
+                              sample_fraction=0.2)
+    assert metrics["reduce"]["sample_fraction"] == 0.2
+    assert 0.15 * metrics["ingest"]["rows"] < metrics["reduce"]["rows"] < 0.25 * metrics["ingest"]["rows"]
+    blocking = steps._read_json(paths.file("blocking.json"), "test")
+    layout = world["catalog"].active_layout("lineitem", "all")
+    first_id = layout.version.block_ids.start
+    estimate = {}
+    for leaf, (first, n) in enumerate(zip(blocking["leaf_first_block"], blocking["leaf_n_blocks"])):
+        for b in range(first, first + n):
+            estimate[first_id + b] = blocking["leaf_estimated_rows"][leaf] / n
+    assert len(layout.blocks) >= 8
+    for block in layout.blocks:
+        assert abs(block.row_count - estimate[block.block_id]) <= 0.10 * estimate[block.block_id], block.block_id
+    assert metrics["update_catalog"]["sample_block_rows_error_max"] <= 0.10
+    assert sum(b.row_count for b in layout.blocks) == metrics["ingest"]["rows"]
+
+
+def test_a_log_without_usable_queries_falls_back_to_sort_key_order(spark, world, caplog):
+    garbage = world["home"] / "garbage.sql"
+    garbage.write_text("this is not sql;\nSELECT * FROM nowhere;\nSELECT FROM WHERE;\n")
+    with caplog.at_level(logging.WARNING, logger="layout.pipeline"):
+        _, metrics = _lay_out(spark, world, "lineitem", "mto", "fallback", 1000, partition="fallback",
+                              query_log=str(garbage), sort_column="l_shipdate",
+                              date_column="l_shipdate", start="1996-01-01", end="1997-01-01")
+    assert "falls back to a sort-key layout" in caplog.text
+    assert metrics["featurize"]["failed"] == 3 and metrics["featurize"]["features"] == 0
+    blocks = world["catalog"].active_layout("lineitem", "fallback").blocks
+    ranges = sorted((b.stats["l_shipdate"]["min"]["date"], b.stats["l_shipdate"]["max"]["date"]) for b in blocks)
+    assert len(ranges) >= 5 and all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:]))
+
+
+@pytest.mark.parametrize("curve", ["zorder", "hilbert"])
+def test_curve_layouts_run_through_the_same_steps(spark, world, curve, tmp_path):
+    with Catalog(f"sqlite:///{tmp_path / 'curve.db'}") as catalog:  # orders stays as the other tests left it
+        own = {**world, "catalog": catalog, "warehouse": tmp_path / "wh"}
+        paths, metrics = _lay_out(spark, own, "orders", curve, f"curve-{curve}", 1500)
+        features = steps._read_json(paths.file("features.json"), "test")
+        assert features["cuts"] == [] and "o_orderpriority" in features["filtered_columns"]
+        layout = catalog.active_layout("orders", "")
+    assert len(layout.blocks) == 10 and sum(b.row_count for b in layout.blocks) == 15000
+    assert metrics["verify"]["rows"] == 15000
+
+
+def test_a_new_dimension_layout_makes_induced_cuts_stale_and_routing_stays_correct(spark, world):
+    """Runs last: it replaces the customer layout the lineitem cuts were computed from."""
+    before = _lineitem_blocks(world, TEST[0])
+    _lay_out(spark, world, "customer", "mto", "nightly-2", 300)
+    route, index = _route(world, TEST[0])
+    assert index.stale_cuts >= 1
+    assert len(next(r for r in route.refs if r.table == "lineitem").blocks) > before
