@@ -143,17 +143,16 @@ def _log_numbers(summary, table: str) -> dict:
             "queries_on_table": on_table}
 
 
-def workload_features(query_log: str | None, schema: Schema, table: str, num_features: int,
-                      min_support: int, exclude_columns: Sequence[str] = ()) -> tuple[list, dict]:
-    """Sun's workload analysis for one table: (features, numbers)."""
+def _sun_features(summary, schema: Schema, table: str, num_features: int, min_support: int,
+                  exclude_columns: Sequence[str]) -> list:
+    """Sun's workload analysis for one table (§3): its features."""
     from ..optimize.features import select_features
     from ..sql.analysis import candidate_cuts
 
     if num_features > MAX_FEATURES:
         raise StepError(f"at most {MAX_FEATURES} features fit the bit vector, not {num_features}")
-    summary = _read_log(query_log, schema)
     if summary is None:
-        return [], _log_numbers(None, table)
+        return []
     key_hops = schema.key_hops()
     queries = [candidate_cuts(a, ref.key, key_hops)[0]
                for a in summary.analyses for ref in a.refs_of_table(table)]
@@ -162,8 +161,7 @@ def workload_features(query_log: str | None, schema: Schema, table: str, num_fea
     def exclude(p: Predicate) -> bool:
         return bool(p.columns() & excluded) or not p.columns()
 
-    features = select_features(queries, num_features, min_support, exclude=exclude) if queries else []
-    return features, _log_numbers(summary, table)
+    return select_features(queries, num_features, min_support, exclude=exclude) if queries else []
 
 
 def tree_cuts(analyses, schema: Schema, table: str, optimizer: str,
@@ -273,8 +271,7 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, num
             log.warning("featurize %s: no usable queries; %s falls back to a sort-key layout",
                         table.name, optimizer)
     elif optimizer not in CURVE_OPTIMIZERS:
-        features, _ = workload_features(query_log, schema, table.name, num_features, min_support,
-                                        exclude_columns)
+        features = _sun_features(summary, schema, table.name, num_features, min_support, exclude_columns)
         if not features:
             log.warning("featurize %s: no features (empty or unusable query log); "
                         "every row gets the same vector", table.name)
