@@ -174,10 +174,19 @@ def test_curve_layouts_run_through_the_same_steps(spark, world, curve, tmp_path)
     assert metrics["verify"]["rows"] == 15000
 
 
-def test_a_new_dimension_layout_makes_induced_cuts_stale_and_routing_stays_correct(spark, world):
+def test_dimension_relayouts_keep_induced_cuts_until_the_rows_change(spark, world):
     """Runs last: it replaces the customer layout the lineitem cuts were computed from."""
     before = _lineitem_blocks(world, TEST[0])
-    _lay_out(spark, world, "customer", "mto", "nightly-2", 300)
+    _lay_out(spark, world, "customer", "mto", "nightly-2", 300)  # the same rows, laid out again
+    route, index = _route(world, TEST[0])
+    assert index.stale_cuts == 0
+    assert len(next(r for r in route.refs if r.table == "lineitem").blocks) == before
+
+    changed = world["home"] / "customer_changed.parquet"  # one customer fewer
+    spark.read.parquet(str(world["tpch"] / "customer.parquet")).where("c_custkey <> 7") \
+        .write.mode("overwrite").parquet(str(changed))
+    paths = steps.RunPaths(world["warehouse"], "customer", "", "nightly-3")
+    steps.run_in_process(spark, world["catalog"], SCHEMA, paths, str(changed), "mto", 300, world["log"])
     route, index = _route(world, TEST[0])
     assert index.stale_cuts >= 1
     assert len(next(r for r in route.refs if r.table == "lineitem").blocks) > before

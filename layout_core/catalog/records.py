@@ -113,10 +113,17 @@ class TableInfo:
 
 @dataclass(frozen=True, slots=True)
 class CatalogSnapshot:
-    """Every active layout of some tables, as of one moment."""
+    """Every active layout of some tables, as of one moment.
+
+    `data_fingerprints` maps a version id to the fingerprint of the rows it
+    was built from (`params["input_fingerprint"]`), for the active versions and
+    every version an active join-induced cut was computed from: a cut stays
+    valid while its sources hold the same data, even under a new layout.
+    """
 
     tables: dict[str, TableInfo]
     layouts: dict[tuple[str, str], ActiveLayout]
+    data_fingerprints: dict[int, str] = field(default_factory=dict)
 
     def layouts_of(self, table: str) -> list[ActiveLayout]:
         """The active layouts of one table, sorted by partition."""

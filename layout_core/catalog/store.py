@@ -478,7 +478,8 @@ class Catalog:
             else:
                 rows = [_table_row(conn, name) for name in tables]
             infos = {row.name: _table_info(row) for row in rows}
-            return CatalogSnapshot(infos, _active_layouts(conn, list(infos)))
+            layouts = _active_layouts(conn, list(infos))
+            return CatalogSnapshot(infos, layouts, _data_fingerprints(conn, layouts))
 
     def block_paths(self, version_id: int) -> list[str]:
         """The block folders of one version (in any state), by block id."""
@@ -569,3 +570,19 @@ def _active_layouts(conn: sa.Connection, tables: list[str],
         (info.table, info.partition): ActiveLayout(info, tuple(cuts[vid]), tuple(blocks[vid]))
         for vid, info in versions.items()
     }
+
+
+def _data_fingerprints(conn: sa.Connection, layouts: dict[tuple[str, str], ActiveLayout]) -> dict[int, str]:
+    """Input fingerprints of the active versions and of the versions their cuts were computed from."""
+    ids = {layout.version.version_id for layout in layouts.values()}
+    ids |= {v for layout in layouts.values() for cut in layout.cuts for _, v in cut.source_versions}
+    if not ids:
+        return {}
+    rows = conn.execute(sa.select(versions_t.c.version_id, versions_t.c.params_json)
+                        .where(versions_t.c.version_id.in_(sorted(ids))))
+    out = {}
+    for row in rows:
+        fingerprint = json.loads(row.params_json).get("input_fingerprint")
+        if fingerprint:
+            out[row.version_id] = str(fingerprint)
+    return out

@@ -108,7 +108,9 @@ def ingest(spark, paths: RunPaths, table: TableSchema, source: str, catalog: Cat
             df = df.where(F.col(date_column) < F.lit(end).cast("date"))
     df = df.select(*table.column_names)
     df.write.mode("overwrite").parquet(str(paths.file("input")))
-    rows = spark.read.parquet(str(paths.file("input"))).count()
+    rows, checksum = _fingerprint(spark.read.parquet(str(paths.file("input"))), table.column_names)
+    # verify compares the written blocks with this; the catalog keeps it to tell when data changed
+    _write_json(paths.file("input.json"), {"rows": rows, "checksum": str(checksum)})
     catalog.register_table(table.name, str(paths.location), partition_column if paths.partition else None,
                            schema_json={"columns": dict(table.columns)})
     if rows == 0:
@@ -474,6 +476,8 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog, o
 
     t0 = time.monotonic()
     blocking = _read_json(paths.file("blocking.json"), "write_blocks")
+    ingested = _read_json(paths.file("input.json"), "write_blocks")
+    params = {**params, "input_fingerprint": f"{ingested['rows']}:{ingested['checksum']}"}
     version, ids = catalog.begin_version(table.name, paths.partition, optimizer, params,
                                          paths.run_id, blocking["n_blocks"])
     if catalog.version(version).state == "active" and paths.file("written.json").exists():
@@ -528,8 +532,8 @@ def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict
         reason = f"verify failed: {len(missing)} written block folders are missing, e.g. {missing[0]}"
         catalog.fail(written["version"], reason)
         raise StepError(reason)
-    source = spark.read.parquet(str(paths.file("input")))
-    expected = _fingerprint(source, table.column_names)
+    ingested = _read_json(paths.file("input.json"), "verify")
+    expected = (int(ingested["rows"]), int(ingested["checksum"]))
     frame = _written_frame(spark, table, written)
     actual = _fingerprint(frame, table.column_names) if frame is not None else (0, 0)
     if expected != actual:
