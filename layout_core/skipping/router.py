@@ -11,8 +11,8 @@ table's active layouts, a block is skipped only when one of these is proven:
 
 The query's predicate on a table is its filter plus the join-induced
 predicates its joins push onto it (see sql.analysis). A join-induced cut is
-used only while the dimension layouts it was computed from are still the
-active ones. Anything not proven means "read". A query that cannot be
+used only while the dimension tables it was computed from hold the same
+data: the same active versions, or new versions built from identical rows. Anything not proven means "read". A query that cannot be
 analyzed, or a table without an active layout, is read in full with a
 warning; routing never raises.
 """
@@ -90,7 +90,7 @@ class RoutingIndex:
         layouts: dict[str, list[LayoutIndex]] = {}
         stale = 0
         for (table, _), layout in sorted(snapshot.layouts.items()):
-            index = _layout_index(layout, active_versions)
+            index = _layout_index(layout, active_versions, snapshot.data_fingerprints)
             stale += sum(c is None for c in index.cuts)
             layouts.setdefault(table, []).append(index)
         return RoutingIndex(
@@ -100,8 +100,12 @@ class RoutingIndex:
         )
 
 
-def _cut_is_current(source_versions, active_versions: dict[str, set[int]]) -> bool:
-    """A join-induced cut's key set is valid while its source layouts are exactly the active ones."""
+def _cut_is_current(source_versions, active_versions: dict[str, set[int]],
+                    fingerprints: dict[int, str] | None = None) -> bool:
+    """A join-induced cut's key set is valid while its source tables hold the data it
+    was computed from: the same active versions, or versions built from the same rows
+    (a dimension table laid out again without changes)."""
+    fingerprints = fingerprints or {}
     recorded: dict[str, set[int]] = {}
     for table, version in source_versions:
         recorded.setdefault(table, set()).add(version)
@@ -110,16 +114,23 @@ def _cut_is_current(source_versions, active_versions: dict[str, set[int]]) -> bo
         if current is None:
             if versions != {UNMANAGED_SOURCE}:
                 return False
-        elif versions != current:
+        elif versions != current and not _same_data(versions, current, fingerprints):
             return False
     return True
 
 
-def _layout_index(layout: ActiveLayout, active_versions: dict[str, set[int]]) -> LayoutIndex:
+def _same_data(recorded: set[int], current: set[int], fingerprints: dict[int, str]) -> bool:
+    if not all(v in fingerprints for v in recorded | current):
+        return False  # unknown: not proven the same
+    return sorted(fingerprints[v] for v in recorded) == sorted(fingerprints[v] for v in current)
+
+
+def _layout_index(layout: ActiveLayout, active_versions: dict[str, set[int]],
+                  fingerprints: dict[int, str]) -> LayoutIndex:
     n_cuts = max((c.position for c in layout.cuts), default=-1) + 1
     cuts: list[Predicate | None] = [None] * n_cuts
     for c in layout.cuts:
-        if c.kind != "join_induced" or _cut_is_current(c.source_versions, active_versions):
+        if c.kind != "join_induced" or _cut_is_current(c.source_versions, active_versions, fingerprints):
             cuts[c.position] = loads(c.predicate)
     return LayoutIndex.from_blocks(layout.version.table, layout.blocks, cuts,
                                    layout.version.partition, layout.version.version_id)
