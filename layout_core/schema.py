@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -77,10 +78,18 @@ class TableSchema:
         raise KeyError(f"{self.name} has no column {column!r}")
 
     def column(self, name: str) -> Column:
-        return Column(name, kind_of(self.spark_type(name)))
+        try:
+            return self._column_objects[name]
+        except KeyError:
+            raise KeyError(f"{self.name} has no column {name!r}") from None
 
     def has_column(self, name: str) -> bool:
-        return name in self.column_names
+        return name in self._column_objects
+
+    @cached_property
+    def _column_objects(self) -> dict[str, Column]:
+        """Built once: query analysis looks up every column it resolves."""
+        return {name: Column(name, kind_of(spark_type)) for name, spark_type in self.columns}
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,13 @@ class Schema:
     def key_hops(self) -> tuple[Hop, ...]:
         """Single-column foreign keys that reference a table's whole primary key:
         the only joins MTO induces predicates through (parent key -> child fk)."""
+        return self._key_hops
+
+    # A schema is never changed after loading, so what is derived from it is
+    # computed once (the router asks for these on every query).
+
+    @cached_property
+    def _key_hops(self) -> tuple[Hop, ...]:
         hops = []
         for child in self.tables.values():
             for fk in child.foreign_keys:
@@ -112,6 +128,19 @@ class Schema:
     def spark_columns(self) -> dict[str, dict[str, str]]:
         """{table: {column: type}}, the form sqlglot's qualifier takes."""
         return {t.name: dict(t.columns) for t in self.tables.values()}
+
+    def derived(self, key: str, build: Callable[[Schema], Any]) -> Any:
+        """build(self), computed once per schema and key: lets other modules keep
+        objects made from the schema (sqlglot's schema in sql.analysis) without
+        this module importing their libraries."""
+        cache = self._derived
+        if key not in cache:
+            cache[key] = build(self)
+        return cache[key]
+
+    @cached_property
+    def _derived(self) -> dict[str, Any]:
+        return {}
 
     def to_dict(self) -> dict:
         return {

@@ -67,3 +67,23 @@ def test_a_foreign_key_without_a_primary_key_row_gets_a_false_bit(spark):
     got = {r["l_linenumber"]: r[flags.columns[0]] for r in flags.frame.collect()}
     assert got == {10: True, 20: False, 30: False, 40: False}
     assert list(literal_keys({"orders": orders}, cut)) == [1]
+
+
+def test_candidate_cuts_are_the_same_in_every_process():
+    """Layouts must not depend on Python's per-process string hashing (IN lists are sets)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from layout_core.schema import load_schema; from layout_core.sql.analysis import analyze;"
+            "from layout_core.workload.tpch import generate; from layout_core.predicates import to_sql;"
+            "from layout_core.workload.tree_inputs import candidate_cut_lists as c; s = load_schema('tpch');"
+            "a = [analyze(q.sql, s) for q in generate(2, seed=3, templates=[12, 16, 19, 22])];"
+            "print([[to_sql(p) for p in kind] for t in ('lineitem', 'part', 'customer')"
+            " for kind in c(a, t, s.key_hops())]);"
+            # the repr orders AND/OR operands, so it must not follow the set's hash order either
+            "from layout_core.predicates.model import InList, Column;"
+            "print(repr(InList(Column('m', 'string'), frozenset(['MAIL', 'SHIP', 'AIR', 'RAIL', 'FOB']))))")
+    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")}
+    assert len(outputs) == 1 and "IN (" in outputs.pop()

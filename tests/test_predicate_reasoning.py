@@ -526,6 +526,46 @@ def test_disjoint_is_sound(ab, rows):
     assert disjoint(a, b) == disjoint(b, a)
 
 
+def _assert_prepared_agrees(a, b):
+    from layout_core.predicates import Prepared
+
+    prepared = Prepared(a)
+    assert prepared.implies(b) == implies(a, b), (_show(a), _show(b))
+    assert prepared.disjoint(b) == disjoint(a, b), (_show(a), _show(b))
+
+
+@settings(max_examples=1500, **COMMON)
+@given(pairs())
+def test_prepared_answers_exactly_as_implies_and_disjoint(ab):
+    """The router's Prepared(query) must not change a single routing decision."""
+    a, b = ab
+    _assert_prepared_agrees(a, b)
+    for atom in list(atoms(a))[:3]:  # atoms of a itself: the conj dedupes them
+        _assert_prepared_agrees(a, atom)
+        _assert_prepared_agrees(a, negate(atom))
+
+
+def test_prepared_agrees_at_the_expansion_limit_and_with_join_induced_atoms():
+    from layout_core.predicates import Hop, JoinInduced
+
+    wide = conj(*[disj(Compare(I, "=", k), Compare(J, "=", k)) for k in range(9)])  # 2^9 > limit
+    assert to_dnf(wide) is None
+    hop = Hop("p", "k", "c", "fk")
+    urgent = JoinInduced((hop,), Compare(S, "=", "u"))
+    cases = [
+        (wide, Compare(I, "=", 1)), (wide, Compare(I, "=", 100)),
+        (conj(wide, Compare(I, "=", 1)), Compare(I, "=", 1)),
+        (FALSE, Compare(I, "=", 1)), (Compare(I, "=", 1), Compare(I, "=", 1)),
+        (Compare(I, "=", 1), Compare(I, "<>", 1)), (O1, O1), (O1, negate(O1)),
+        (conj(urgent, Compare(I, ">", 3)), urgent),
+        (conj(urgent, Compare(I, ">", 3)), JoinInduced((hop,), Compare(S, "=", "v"))),
+        (conj(urgent, Compare(I, ">", 3)), JoinInduced((hop,), Compare(S, "=", "u"), negated=True)),
+        (disj(urgent, Compare(I, ">", 3)), conj(Compare(I, "<", 0), negate(urgent))),
+    ]
+    for a, b in cases:
+        _assert_prepared_agrees(a, b)
+
+
 def block_stats(draw, rows):
     """Per-column stats of a block, sometimes loosened or left out."""
     stats = {}
@@ -854,6 +894,31 @@ def test_evaluator_basics():
         evaluate(Like(S, "a\\b"), row)
     with pytest.raises(Exception):
         evaluate(O1, row)
+
+
+
+def test_kept_hash_and_sort_key_equal_the_computed_ones():
+    """Nodes keep their hash and canonical sort key; both must be what the fields give."""
+    import dataclasses
+    import pickle
+
+    from layout_core.predicates import Hop, JoinInduced
+    from layout_core.predicates.model import sort_key
+
+    hop = Hop("p", "k", "c", "fk")
+    p = conj(Compare(I, "<", 3), disj(InList(S, frozenset({"a", "b"})), Like(S, "x%")),
+             JoinInduced((hop,), conj(Compare(J, ">", 1), IsNull(T))), O1)
+    for node in [p, *atoms(p)]:
+        fields = tuple(getattr(node, f.name) for f in dataclasses.fields(node))
+        assert hash(node) == hash(fields) == hash(node)  # first and kept value
+        assert sort_key(node) == repr(node) == sort_key(node)
+    copy = pickle.loads(pickle.dumps(p))  # the kept values are not pickled
+    assert copy == p and hash(copy) == hash(p) and sort_key(copy) == sort_key(p)
+    c = Compare(I, "<", 3)
+    hash(c)
+    changed = dataclasses.replace(c, value=4)
+    assert changed != c and hash(changed) == hash(tuple(getattr(changed, f.name) for f in dataclasses.fields(c)))
+    assert {conj(c, Compare(J, "=", 1)), conj(Compare(J, "=", 1), Compare(I, "<", 3))} == {conj(c, Compare(J, "=", 1))}
 
 
 # ---------------------------------------------------------------------------

@@ -222,3 +222,25 @@ def test_route_json_shape(catalog, blocks):
     (ref,) = j["refs"]
     assert ref["table"] == "lineitem" and sorted(ref["blocks"]) == sorted([blocks["B"], blocks["C"]])
     assert ref["rows"] == 500 and ref["rows_total"] == 600 and ref["blocks_total"] == 3
+
+
+def test_cut_columns_are_kept_per_layout_and_give_the_same_masks():
+    from layout_core.predicates import conj
+    from layout_core.skipping.router import LayoutIndex, cut_masks
+
+    date, mode = Column("l_shipdate", "date"), Column("l_shipmode", "string")
+    cuts = [
+        Compare(date, "<", dt.date(1995, 1, 1)),
+        None,  # a stale join-induced cut
+        InList(mode, frozenset({"AIR", "MAIL"})),
+        JoinInduced(ORDERS_TO_LINEITEM, Compare(Column("o_orderpriority", "string"), "=", "1-URGENT")),
+    ]
+    layout = LayoutIndex.from_blocks("lineitem", [], cuts)
+    assert layout.cut_columns == (frozenset({"l_shipdate"}), frozenset(), frozenset({"l_shipmode"}),
+                                  frozenset({"l_orderkey"}))
+    urgent = JoinInduced(ORDERS_TO_LINEITEM, Compare(Column("o_orderpriority", "string"), "=", "1-URGENT"))
+    for query in [Compare(date, "<", dt.date(1994, 1, 1)), Compare(mode, "=", "SHIP"),
+                  conj(Compare(date, ">=", dt.date(1996, 1, 1)), Compare(mode, "=", "AIR"), urgent)]:
+        assert cut_masks(query, layout.cuts, layout.cut_columns) == cut_masks(query, layout.cuts)
+    assert cut_masks(Compare(mode, "=", "SHIP"), layout.cuts, layout.cut_columns) == (0, 0b100)
+    assert cut_masks(conj(Compare(date, "<", dt.date(1994, 1, 1)), urgent), layout.cuts) == (0b1001, 0)

@@ -293,3 +293,26 @@ select "a;b" from u -- end ; here
         'select "a;b" from u -- end ; here',
     ]
     assert statements[0].comments == ("tpch q1 instance 1 params {}",)
+
+
+def test_sqlglot_schema_is_built_once_per_schema_and_never_shared():
+    from layout_core.schema import schema_from_dict
+    from layout_core.sql.analysis import _sqlglot_schema
+
+    one = schema_from_dict({"tables": {"t": {"columns": {"a": "int"}}}})
+    two = schema_from_dict({"tables": {"t": {"columns": {"b": "int"}}}})
+    assert _sqlglot_schema(one) is _sqlglot_schema(one)
+    assert analyze("SELECT a FROM t WHERE a = 1", one).filter("t0") == Compare(Column("a", "int"), "=", 1)
+    assert analyze("SELECT a FROM t WHERE a = 2", one).filter("t0") == Compare(Column("a", "int"), "=", 2)
+    with pytest.raises(QueryError, match="cannot resolve columns"):
+        analyze("SELECT a FROM t WHERE a = 1", two)  # not the first schema's columns
+    assert analyze("SELECT b FROM t WHERE b > 1", two).filter("t0") == Compare(Column("b", "int"), ">", 1)
+
+
+def test_analysis_does_not_depend_on_earlier_queries():
+    """Analyzing a workload twice, in two orders, gives equal analyses (nothing
+    per query is kept between calls except what the schema determines)."""
+    queries = [q.sql for q in generate(1, 3)]
+    first = [analyze(sql, SCHEMA) for sql in queries]
+    again = [analyze(sql, SCHEMA) for sql in reversed(queries)][::-1]
+    assert first == again

@@ -28,6 +28,7 @@ from .model import (
 )
 from .reasoning import (
     ColumnStats,
+    Prepared,
     can_be_true_on_nulls,
     disjoint,
     implies,

@@ -36,9 +36,14 @@ class Column:
 
 
 class Predicate:
-    """Base class of every predicate node."""
+    """Base class of every predicate node.
 
-    __slots__ = ()
+    Predicates are immutable, and routing one query hashes them (caches,
+    deduplication) and orders them by repr (canonical AND/OR order) thousands
+    of times: each node keeps both once computed (see `_hash_once`, `sort_key`).
+    """
+
+    __slots__ = ("_hash", "_sort_key")
 
     def columns(self) -> frozenset[str]:
         raise NotImplementedError
@@ -93,6 +98,16 @@ class InList(Predicate):
 
     def columns(self) -> frozenset[str]:
         return frozenset([self.column.name])
+
+    def __repr__(self) -> str:
+        # A frozenset's order follows string hashing, which changes from process to
+        # process; the repr orders AND/OR operands (`sort_key`), so it must not.
+        try:
+            values = sorted(self.values)
+        except TypeError:
+            values = sorted(self.values, key=repr)
+        return (f"InList(column={self.column!r}, values=frozenset({{{', '.join(map(repr, values))}}}), "
+                f"negated={self.negated!r}, has_null={self.has_null!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,8 +228,36 @@ class Or(Predicate):
 ATOMS = (Compare, Between, InList, Like, IsNull, ColumnCompare, JoinInduced, Opaque)
 
 
+def _hash_once(cls: type) -> type:
+    """Make a frozen dataclass keep its hash: the dataclass hashes the fields on
+    every call, which for a tree means hashing the whole tree each time."""
+    fields_hash = cls.__hash__
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            h = fields_hash(self)
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    cls.__hash__ = __hash__
+    return cls
+
+
+for _cls in (Const, And, Or, *ATOMS):
+    _hash_once(_cls)
+del _cls
+
+
 def sort_key(p: Predicate) -> str:
-    return repr(p)
+    """The canonical order of AND/OR operands: the repr, computed once per node."""
+    try:
+        return p._sort_key
+    except AttributeError:
+        key = repr(p)
+        object.__setattr__(p, "_sort_key", key)
+        return key
 
 
 def conj(*parts: Predicate | Iterable[Predicate]) -> Predicate:
@@ -227,10 +270,12 @@ def conj(*parts: Predicate | Iterable[Predicate]) -> Predicate:
             flat.append(part)
     kept: dict[Predicate, None] = {}
     for p in flat:
-        if p == FALSE:
-            return FALSE
-        if p != TRUE:
-            kept[p] = None
+        if isinstance(p, Const):  # (only a Const can equal TRUE or FALSE)
+            if p == FALSE:
+                return FALSE
+            if p == TRUE:
+                continue
+        kept[p] = None
     if not kept:
         return TRUE
     if len(kept) == 1:
@@ -248,10 +293,12 @@ def disj(*parts: Predicate | Iterable[Predicate]) -> Predicate:
             flat.append(part)
     kept: dict[Predicate, None] = {}
     for p in flat:
-        if p == TRUE:
-            return TRUE
-        if p != FALSE:
-            kept[p] = None
+        if isinstance(p, Const):
+            if p == TRUE:
+                return TRUE
+            if p == FALSE:
+                continue
+        kept[p] = None
     if not kept:
         return FALSE
     if len(kept) == 1:

@@ -402,6 +402,45 @@ def implies(a: Predicate, b: Predicate) -> bool:
     return True
 
 
+class Prepared:
+    """One predicate expanded once, to relate to many others: the router asks
+    whether a query implies, or is disjoint with, each cut of a layout.
+
+    `implies(b)` and `disjoint(b)` give exactly the answers of the functions of
+    the same name; they only skip re-deriving this predicate's DNF and boxes
+    for every b (and, for an atom b, building conj(predicate, b) at all).
+    """
+
+    __slots__ = ("predicate", "dnf", "boxes")
+
+    def __init__(self, predicate: Predicate):
+        self.predicate = predicate
+        self.dnf = to_dnf(predicate)
+        # Boxes of the satisfiable conjunctions (the others can never be TRUE).
+        self.boxes = tuple(b for c in self.dnf or () if (b := box_of(c)) is not None)
+
+    def implies(self, b: Predicate) -> bool:
+        a = self.predicate
+        if a == b and all(_is_deterministic(x) for x in _atoms_of(a)):
+            return True
+        if b == TRUE or a == FALSE:
+            return True
+        cnf_b = to_cnf(b)
+        if self.dnf is None or cnf_b is None:
+            return False
+        return all(_box_implies_clause(box, clause) for box in self.boxes for clause in cnf_b)
+
+    def disjoint(self, b: Predicate) -> bool:
+        if isinstance(b, (And, Or, Const)):
+            return disjoint(self.predicate, b)
+        # An atom b adds a factor of one to the DNF of conj(predicate, b): its
+        # conjunctions are exactly c | {b} for the conjunctions c of ours, and
+        # it exceeds the expansion limit exactly when ours does.
+        if self.dnf is None:
+            return False
+        return all(box_of(c | {b}) is None for c in self.dnf)
+
+
 def _atoms_of(p: Predicate):
     if isinstance(p, (And, Or)):
         for c in p.children:
@@ -419,7 +458,9 @@ def _box_implies_clause(box: Box, clause: Clause) -> bool:
             return True
         sets = atom_sets(atom)
         if sets is not None:
-            accepted[sets.column] = accepted.get(sets.column, ValueSet.empty()).union(sets.under)
+            seen = accepted.get(sets.column)
+            # (most clauses have one atom per column: no union to build)
+            accepted[sets.column] = sets.under if seen is None else seen.union(sets.under)
         elif isinstance(atom, JoinInduced) and _box_implies_induced(box, atom):
             return True
         elif isinstance(atom, ColumnCompare) and _compare_always(

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
+from typing import Sequence
 
 from ..catalog import ActiveLayout, CatalogSnapshot
 from ..predicates import (
     TRUE,
     ColumnStats,
     Predicate,
+    Prepared,
     conj,
-    disjoint,
-    implies,
     loads,
     satisfiable,
     value_from_json,
@@ -72,6 +71,11 @@ class LayoutIndex:
     @cached_property
     def zone_maps(self) -> ZoneMaps:
         return ZoneMaps.of(self.stats, self.row_counts)
+
+    @cached_property
+    def cut_columns(self) -> tuple[frozenset[str], ...]:
+        """Each cut's columns (empty for an unusable cut), computed once, not per query."""
+        return tuple(frozenset() if c is None else c.columns() for c in self.cuts)
 
 
 @dataclass(frozen=True)
@@ -257,7 +261,7 @@ def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: La
     if not satisfiable(query_predicate):  # e.g. x NOT IN (1, NULL): no row anywhere
         return PartitionRoute(layout.partition, layout.version_id, (), 0,
                               len(layout.block_ids), sum(layout.row_counts))
-    implied_mask, disjoint_mask = cut_masks(query_predicate, layout.cuts)
+    implied_mask, disjoint_mask = cut_masks(query_predicate, layout.cuts, layout.cut_columns)
     may_match = might_match_blocks(table_filter, layout.zone_maps)
     keep, rows = [], 0
     for i in map(int, may_match.nonzero()[0]):
@@ -271,19 +275,29 @@ def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: La
     )
 
 
-def cut_masks(query_predicate: Predicate, cuts: Iterable[Predicate | None]) -> tuple[int, int]:
-    """Bit masks of the cuts the query implies, and of the cuts it is disjoint with."""
+def cut_masks(
+    query_predicate: Predicate,
+    cuts: Sequence[Predicate | None],
+    cut_columns: Sequence[frozenset[str]] | None = None,
+) -> tuple[int, int]:
+    """Bit masks of the cuts the query implies, and of the cuts it is disjoint with.
+
+    cut_columns, when given, holds each cut's columns() (LayoutIndex.cut_columns).
+    """
     implied_mask = disjoint_mask = 0
     if query_predicate == TRUE:
         return 0, 0
+    if cut_columns is None:
+        cut_columns = [frozenset() if c is None else c.columns() for c in cuts]
     query_columns = query_predicate.columns()
-    for position, cut in enumerate(cuts):
+    query = Prepared(query_predicate)  # expanded once for all cuts
+    for position, (cut, columns) in enumerate(zip(cuts, cut_columns)):
         # A cut on other columns can only be proven related to a query that is never
         # TRUE; not trying costs no correctness (not proven = read) and saves most calls.
-        if cut is None or not (cut.columns() & query_columns):
+        if cut is None or columns.isdisjoint(query_columns):
             continue
-        if implies(query_predicate, cut):
+        if query.implies(cut):
             implied_mask |= 1 << position
-        elif disjoint(query_predicate, cut):
+        elif query.disjoint(cut):
             disjoint_mask |= 1 << position
     return implied_mask, disjoint_mask

@@ -50,6 +50,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
+from sqlglot.schema import MappingSchema
 
 from ..predicates import (
     TRUE,
@@ -211,11 +212,17 @@ def analyze(sql: str, schema: Schema) -> QueryAnalysis:
     tables = tag_tables(tree)
     _check_tables(tree, tables, schema)
     try:
-        qualified = qualify(tree, schema=schema.spark_columns(), dialect="spark")  # in place: the tree is ours
+        qualified = qualify(tree, schema=_sqlglot_schema(schema), dialect="spark")  # in place: the tree is ours
         scopes = list(traverse_scope(qualified))
     except SqlglotError as e:
         raise QueryError(f"cannot resolve columns: {_clean_error(e)}") from None
     return _Analyzer(sql, schema, scopes).run()
+
+
+def _sqlglot_schema(schema: Schema) -> MappingSchema:
+    """sqlglot's form of the schema, built once per schema (building it costs more
+    than parsing a query); qualify only reads it."""
+    return schema.derived("sqlglot", lambda s: MappingSchema(s.spark_columns(), dialect="spark"))
 
 
 def _and_parts(node: exp.Expression | None) -> list[exp.Expression]:

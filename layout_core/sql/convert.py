@@ -176,7 +176,7 @@ def _opaque(node: exp.Expression, resolve: Resolver) -> Predicate:
         c.set("db", None)
         c.set("catalog", None)
     return Opaque(
-        unqualified.sql(dialect="spark"),
+        unqualified.sql(dialect="spark", copy=False),  # already a private copy: no second one
         frozenset(cols),
         deterministic=_is_deterministic(node),
     )
