@@ -36,10 +36,13 @@ OPTIMIZERS = ["fineblock", "sortkey", "qdtree", "mto", "zorder", "hilbert"]
 STAR_TABLES = [t for t in os.environ.get(
     "LAYOUT_STAR_TABLES", "region,nation,supplier,customer,part,partsupp,orders,lineitem").split(",") if t]
 
+# Scheduled run ids ("scheduled__<date>") are the same in every DAG: prefix the DAG id
+# so the two DAGs never share a staging folder or a catalog version.
+RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
 RUN_ARGS = [
     "--table", "{{ params.table }}",
     "--partition", "{{ params.partition or ds }}",
-    "--run-id", "{{ run_id }}",
+    "--run-id", RUN_ID,
 ]
 SPARK_CONF = {
     "spark.ui.enabled": "false",
@@ -124,7 +127,7 @@ def table_steps(table: str, fact: bool) -> TaskGroup:
     """The seven steps of one table of the star DAG: the fact table gets the run's
     partition and date range, a dimension table is laid out whole."""
     run_args = ["--table", table, "--partition", "{{ params.partition or ds }}" if fact else "",
-                "--run-id", "{{ run_id }}"]
+                "--run-id", RUN_ID]
     block_size = "{{ params.block_size }}" if fact else "{{ params.dimension_block_size }}"
     optimizer_args = ("--optimizer", "{{ params.optimizer }}", "--block-size", block_size,
                       "--sort-column", "{{ params.sort_column }}" if fact else "")

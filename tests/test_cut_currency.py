@@ -25,19 +25,18 @@ def catalog(catalog_url):
 
 
 def _orders(cat: Catalog, run_id: str, fingerprint: str | None) -> int:
-    params = {"input_fingerprint": fingerprint} if fingerprint else {}
-    version, ids = cat.begin_version("orders", "", "mto", params, run_id, 1)
+    version, ids = cat.begin_version("orders", "", "mto", {}, run_id, 1)
     cat.set_blocks(version, [BlockRecord(ids.start, 10, 100, f"/wh/orders/{ids.start}", {}, 0, 0)])
-    cat.activate(version)
+    cat.activate(version, input_fingerprint=fingerprint)
     return version
 
 
-def _lineitem(cat: Catalog, orders_version: int) -> None:
+def _lineitem(cat: Catalog, orders_version: int | None) -> None:
     """Two blocks: the first has no urgent rows (union bit 0), the second has some."""
     version, ids = cat.begin_version("lineitem", "", "mto", {}, "li-1", 2)
+    sources = (("orders", orders_version),) if orders_version is not None else ()
     cat.set_cuts(version, [CutRecord(0, dumps(URGENT), to_sql(URGENT), "join_induced",
-                                     path=(str(URGENT.hops[0]),),
-                                     source_versions=(("orders", orders_version),))])
+                                     path=(str(URGENT.hops[0]),), source_versions=sources)])
     cat.set_blocks(version, [BlockRecord(ids.start, 5, 50, "/wh/l/0", {}, 0b0, 0b0),
                              BlockRecord(ids.start + 1, 5, 50, "/wh/l/1", {}, 0b1, 0b0)])
     cat.activate(version)
@@ -69,4 +68,10 @@ def test_changed_rows_make_the_cut_stale_and_every_block_is_read(catalog):
 def test_an_unknown_fingerprint_is_not_proof_of_the_same_rows(catalog):
     _lineitem(catalog, _orders(catalog, "o-1", None))  # a version from before fingerprints
     _orders(catalog, "o-2", None)
+    assert _lineitem_blocks(catalog) == (2, 1)
+
+
+def test_a_cut_that_does_not_say_where_its_keys_came_from_is_not_used(catalog):
+    _orders(catalog, "o-1", "1500:42")
+    _lineitem(catalog, None)
     assert _lineitem_blocks(catalog) == (2, 1)

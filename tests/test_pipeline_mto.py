@@ -190,3 +190,81 @@ def test_dimension_relayouts_keep_induced_cuts_until_the_rows_change(spark, worl
     route, index = _route(world, TEST[0])
     assert index.stale_cuts >= 1
     assert len(next(r for r in route.refs if r.table == "lineitem").blocks) > before
+
+
+# ---------------------------------------------------------------------------
+# bad data and retries (each with a catalog of its own)
+
+
+def _region_source(spark, path, rows):
+    spark.createDataFrame(rows, "r_regionkey bigint, r_name string, r_comment string") \
+        .write.mode("overwrite").parquet(str(path))
+    return str(path)
+
+
+def _fingerprint_of(catalog, table):
+    return catalog.active_layout(table, "").version.params["input_fingerprint"]
+
+
+def test_the_fingerprint_tells_rows_apart_even_when_a_value_moves_next_to_a_null(spark, tmp_path):
+    with Catalog(f"sqlite:///{tmp_path / 'c.db'}") as catalog:
+        fingerprints = []
+        for run, rows in enumerate([[(1, "A", None), (2, "B", "x")], [(1, None, "A"), (2, "B", "x")],
+                                    [(2, "B", "x"), (1, "A", None)]]):
+            source = _region_source(spark, tmp_path / f"region{run}", rows)
+            steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(tmp_path / "wh", "region", "", f"r{run}"),
+                                 source, "mto", 10)
+            fingerprints.append(_fingerprint_of(catalog, "region"))
+    assert fingerprints[0] != fingerprints[1]  # ('A', NULL) and (NULL, 'A') are different rows
+    assert fingerprints[0] == fingerprints[2]  # the same rows in another order
+    assert all(fp.startswith("2:") for fp in fingerprints)
+
+
+def test_a_retry_on_corrected_data_records_the_corrected_fingerprint(spark, tmp_path):
+    """The first attempt wrote blocks of other rows and failed; the activated version
+    must describe the rows it holds, or stale join-induced cuts would look current."""
+    first = _region_source(spark, tmp_path / "first", [(1, "A", "x"), (2, "B", "y")])
+    corrected = _region_source(spark, tmp_path / "corrected", [(1, "A", "x"), (2, "C", "y")])
+    with Catalog(f"sqlite:///{tmp_path / 'c.db'}") as catalog:
+        paths = steps.RunPaths(tmp_path / "wh", "region", "", "night-1")
+        table = SCHEMA.table("region")
+        steps.ingest(spark, paths, table, first, catalog)
+        steps.featurize(spark, paths, SCHEMA, None, 15, 2, (), "mto", catalog)
+        steps.reduce_vectors(spark, paths)
+        steps.optimize(paths, "mto", 10, None, table)
+        written = steps.write_blocks(spark, paths, table, catalog, "mto", {})
+        catalog.fail(written["version"], "killed halfway")
+        steps.run_in_process(spark, catalog, SCHEMA, paths, corrected, "mto", 10)  # the Airflow retry
+        retried = _fingerprint_of(catalog, "region")
+        steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(tmp_path / "wh", "region", "", "night-2"),
+                             corrected, "mto", 10)
+        assert retried == _fingerprint_of(catalog, "region")
+
+
+def test_a_sample_too_small_to_estimate_uses_all_rows(spark, tmp_path, tpch_sf001, caplog):
+    with Catalog(f"sqlite:///{tmp_path / 'c.db'}") as catalog, \
+            caplog.at_level(logging.WARNING, logger="layout.pipeline"):
+        metrics = steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(tmp_path / "wh", "nation", "", "n"),
+                                       str(tpch_sf001 / "nation.parquet"), "qdtree", 10, sample_fraction=0.01)
+        assert sum(b.row_count for b in catalog.active_layout("nation", "").blocks) == 25
+    assert metrics["reduce"]["sample_fraction"] == 1.0 and metrics["reduce"]["rows"] == 25
+    assert "too few to estimate blocks" in caplog.text
+
+
+def test_a_dimension_key_held_twice_gives_no_join_induced_cut_through_it(spark, tmp_path, tpch_sf001, caplog):
+    orders = spark.read.parquet(str(tpch_sf001 / "orders.parquet"))
+    duplicated = tmp_path / "orders_dup"
+    orders.unionByName(orders.where("o_orderkey = 7")).write.parquet(str(duplicated))
+    log = tmp_path / "log.sql"
+    log.write_text(URGENT.format(quantity=10) + ";\n")
+    with Catalog(f"sqlite:///{tmp_path / 'c.db'}") as catalog:
+        wh = tmp_path / "wh"
+        steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(wh, "orders", "", "o"), str(duplicated),
+                             "mto", 2000, str(log))
+        with caplog.at_level(logging.WARNING, logger="layout.pipeline"):
+            metrics = steps.run_in_process(
+                spark, catalog, SCHEMA, steps.RunPaths(wh, "lineitem", "1995", "l"), str(tpch_sf001 / "lineitem.parquet"),
+                "mto", 600, str(log), date_column="l_shipdate", start="1995-01-01", end="1996-01-01")
+    assert "the parent key is not unique" in caplog.text
+    assert metrics["featurize"]["join_induced"] == 0
+    assert metrics["verify"]["rows"] == metrics["ingest"]["rows"]

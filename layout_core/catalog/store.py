@@ -408,11 +408,14 @@ class Catalog:
             conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
                          .values(routing_index_json=_dump(index)))
 
-    def activate(self, version_id: int) -> None:
+    def activate(self, version_id: int, input_fingerprint: str | None = None) -> None:
         """Make a built version the one that serves its partition.
 
         The previously active version is retired in the same transaction, so a
         reader sees either the old layout or the new one, never both or none.
+        `input_fingerprint` (rows and checksum of the verified blocks) goes into
+        the version's params in that transaction: readers use it to tell
+        whether a new version holds the same rows as an old one.
         """
         with self._write() as conn:
             # Lock the table before the version, in the same order as begin_version.
@@ -426,8 +429,11 @@ class Catalog:
                 versions_t.c.table_name == version.table_name,
                 versions_t.c.partition_name == version.partition_name,
                 versions_t.c.state == "active").values(state="retired", retired_at=now))
-            conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
-                         .values(state="active", activated_at=now))
+            values = {"state": "active", "activated_at": now}
+            if input_fingerprint is not None:
+                values["params_json"] = _dump({**json.loads(version.params_json),
+                                               "input_fingerprint": input_fingerprint})
+            conn.execute(versions_t.update().where(versions_t.c.version_id == version_id).values(**values))
 
     def fail(self, version_id: int, reason: str) -> None:
         """Mark a version that could not be built; the active one keeps serving."""

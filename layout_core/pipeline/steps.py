@@ -35,6 +35,7 @@ TREE_OPTIMIZERS = ("qdtree", "mto")
 CURVE_OPTIMIZERS = ("zorder", "hilbert")
 OPTIMIZERS = ("fineblock", "sortkey", *TREE_OPTIMIZERS, *CURVE_OPTIMIZERS)
 CURVE_COLUMNS = 3  # columns a space-filling curve interleaves
+MIN_SAMPLE_ROWS = 1000  # a smaller sample estimates block sizes too poorly: use all rows
 
 
 class StepError(RuntimeError):
@@ -109,7 +110,7 @@ def ingest(spark, paths: RunPaths, table: TableSchema, source: str, catalog: Cat
     df = df.select(*table.column_names)
     df.write.mode("overwrite").parquet(str(paths.file("input")))
     rows, checksum = _fingerprint(spark.read.parquet(str(paths.file("input"))), table.column_names)
-    # verify compares the written blocks with this; the catalog keeps it to tell when data changed
+    # verify compares the written blocks with this
     _write_json(paths.file("input.json"), {"rows": rows, "checksum": str(checksum)})
     catalog.register_table(table.name, str(paths.location), partition_column if paths.partition else None,
                            schema_json={"columns": dict(table.columns)})
@@ -215,6 +216,13 @@ def _keys_file(paths: RunPaths, position: int) -> Path:
     return paths.file("literal_keys") / f"cut{position}.roaring"
 
 
+def _literal_keys(paths: RunPaths, position: int) -> bytes:
+    keys = _keys_file(paths, position)
+    if not keys.exists():
+        raise StepError(f"{keys} is missing: run featurize again")
+    return keys.read_bytes()
+
+
 def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, num_features: int,
               min_support: int, exclude_columns: Sequence[str] = (), optimizer: str = "fineblock",
               catalog: Catalog | None = None) -> dict:
@@ -226,7 +234,7 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, num
     are kept as Roaring bitmaps); zorder and hilbert use no cuts.
     """
     from ..spark.blocks import ORDERABLE_KINDS, VECTOR_COLUMN, with_bit_vector
-    from ..spark.induced import literal_keys, with_layout_cut_flags
+    from ..spark.induced import hops_with_duplicate_keys, literal_keys, with_layout_cut_flags
     from ..workload.tree_inputs import filtered_columns, workload_matrices
 
     t0 = time.monotonic()
@@ -250,8 +258,14 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, num
                 log.warning("featurize %s: %d of %d join-induced cuts dropped: a table on their path "
                             "has no active layout yet (lay out dimension tables first)",
                             table.name, len(induced) - len(usable), len(induced))
-            induced = usable
             frames = _source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
+            # a parent key held by two rows breaks "at most one source row", which the
+            # router's disjointness proofs rely on: such paths give no cut
+            duplicated = hops_with_duplicate_keys(frames, {hop for c in usable for hop in c.hops})
+            if duplicated:
+                log.warning("featurize %s: join-induced cuts through %s dropped: the parent key is not "
+                            "unique in the active layout", table.name, ", ".join(sorted(map(str, duplicated))))
+            induced = [c for c in usable if not set(c.hops) & duplicated]
         predicates = [*simple, *induced]
         matrices = workload_matrices(analyses, table.name, schema.key_hops(), predicates)
         _write_json(paths.file("workload.json"), {"implies": matrices.implies.astype(int).tolist(),
@@ -315,19 +329,26 @@ def reduce_vectors(spark, paths: RunPaths, sample_fraction: float = 1.0, seed: i
     fraction estimates the full count with no cardinality adjustment (MTO §4.2
     needs one because it samples the dimension tables too).
     """
-    from ..spark.blocks import VECTOR_COLUMN
-
     t0 = time.monotonic()
     if not 0 < sample_fraction <= 1:
         raise StepError(f"the sample fraction must be in (0, 1], not {sample_fraction}")
     df = spark.read.parquet(str(paths.file("featurized")))
-    if sample_fraction < 1:
-        df = df.sample(fraction=sample_fraction, seed=seed)
-    pairs = sorted((int(r[0]), int(r[1])) for r in df.groupBy(VECTOR_COLUMN).count().collect())
+    pairs = _vector_counts(df.sample(fraction=sample_fraction, seed=seed) if sample_fraction < 1 else df)
+    if sample_fraction < 1 and sum(c for _, c in pairs) < MIN_SAMPLE_ROWS:
+        log.warning("reduce %s/%s: a %.4g sample has only %d rows, too few to estimate blocks; using all rows",
+                    paths.table, paths.partition or "-", sample_fraction, sum(c for _, c in pairs))
+        sample_fraction = 1.0
+        pairs = _vector_counts(df)
     _write_json(paths.file("vectors.json"), {"pairs": pairs, "sample_fraction": sample_fraction})
     return _record(paths, "reduce", {"rows": sum(c for _, c in pairs), "distinct_vectors": len(pairs),
                                      "sample_fraction": sample_fraction,
                                      "seconds": round(time.monotonic() - t0, 2)})
+
+
+def _vector_counts(df) -> list[tuple[int, int]]:
+    from ..spark.blocks import VECTOR_COLUMN
+
+    return sorted((int(r[0]), int(r[1])) for r in df.groupBy(VECTOR_COLUMN).count().collect())
 
 
 # ---------------------------------------------------------------------------
@@ -391,9 +412,12 @@ def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str 
     total = sum(c for _, c in pairs)
     estimated = round(total / fraction)
     n_blocks = math.ceil(estimated / block_size) if total else 0
+    if table is not None and sort_column and not table.has_column(sort_column):
+        raise StepError(f"{table.name} has no column {sort_column!r} to sort by")
     if optimizer == "sortkey":
+        sort_column = sort_column or (table.primary_key[0] if table is not None and table.primary_key else None)
         if not sort_column:
-            raise StepError("the sortkey optimizer needs --sort-column")
+            raise StepError("the sortkey optimizer needs --sort-column (the table has no primary key)")
         blocking = {"kind": "sortkey", "column": sort_column, "rows_per_block": block_size,
                     "n_blocks": n_blocks}
     elif optimizer in CURVE_OPTIMIZERS:
@@ -476,13 +500,17 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog, o
 
     t0 = time.monotonic()
     blocking = _read_json(paths.file("blocking.json"), "write_blocks")
-    ingested = _read_json(paths.file("input.json"), "write_blocks")
-    params = {**params, "input_fingerprint": f"{ingested['rows']}:{ingested['checksum']}"}
-    version, ids = catalog.begin_version(table.name, paths.partition, optimizer, params,
-                                         paths.run_id, blocking["n_blocks"])
+    try:
+        version, ids = catalog.begin_version(table.name, paths.partition, optimizer, params,
+                                             paths.run_id, blocking["n_blocks"])
+    except CatalogError as e:
+        raise StepError(f"{e} (the optimizer's result changed since the first attempt of this run: "
+                        f"start a new run)") from None
     if catalog.version(version).state == "active" and paths.file("written.json").exists():
         # A retry after this run already went live: its folders are being read; leave them.
         return _record(paths, "write_blocks", {"version": version, "already_active": True})
+    for stale in ("verified.json", "written.json"):  # an earlier attempt's: never trust them now
+        paths.file(stale).unlink(missing_ok=True)
     df = spark.read.parquet(str(paths.file("featurized")))
     written = {}
     if blocking["n_blocks"]:
@@ -507,7 +535,9 @@ def _fingerprint(df, columns: Sequence[str]) -> tuple[int, int]:
     """(rows, order-independent checksum): the sum of a 64-bit hash of every row."""
     from pyspark.sql import functions as F
 
-    row_hash = F.xxhash64(*[F.col(c) for c in columns]).cast("decimal(38,0)")
+    # xxhash64 skips NULL arguments: (1, 'A', NULL) and (1, NULL, 'A') would hash alike
+    # without a null flag per column.
+    row_hash = F.xxhash64(*[x for c in columns for x in (F.col(c), F.col(c).isNull())]).cast("decimal(38,0)")
     row = df.agg(F.count(F.lit(1)).alias("n"), F.coalesce(F.sum(row_hash), F.lit(0)).alias("h")).collect()[0]
     return int(row["n"]), int(row["h"])
 
@@ -526,6 +556,7 @@ def _written_frame(spark, table: TableSchema, written: dict):
 def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict:
     """Rows and checksum of the written blocks equal those of the input; else fail the version."""
     t0 = time.monotonic()
+    paths.file("verified.json").unlink(missing_ok=True)  # only this attempt's verdict counts
     written = _read_json(paths.file("written.json"), "verify")
     missing = [b["path"] for b in written["blocks"].values() if not Path(b["path"]).is_dir()]
     if missing:
@@ -603,14 +634,15 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"],
                                   s.stats, s.union_bits, s.all_bits))
     records = [CutRecord(c["position"], c["predicate"], c["sql"], c["kind"], path=tuple(c.get("path", ())),
-                         literal_keys=(_keys_file(paths, c["position"]).read_bytes()
+                         literal_keys=(_literal_keys(paths, c["position"])
                                        if c["kind"] == "join_induced" else None),
                          source_versions=tuple((t, int(v)) for t, v in c.get("source_versions", [])))
                for c in cuts]
     try:
         catalog.set_cuts(version, records)
         catalog.set_blocks(version, blocks)
-        catalog.activate(version)
+        # the fingerprint of the rows verified in the blocks, not of an earlier attempt's input
+        catalog.activate(version, input_fingerprint=f"{verified['rows']}:{verified['checksum']}")
     except CatalogError as e:
         raise StepError(f"cannot activate version {version}: {e}") from None
     numbers = {"version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks)}

@@ -109,6 +109,8 @@ def _cut_is_current(source_versions, active_versions: dict[str, set[int]],
     """A join-induced cut's key set is valid while its source tables hold the data it
     was computed from: the same active versions, or versions built from the same rows
     (a dimension table laid out again without changes)."""
+    if not source_versions:
+        return False  # where its keys came from is unknown: not proven current
     fingerprints = fingerprints or {}
     recorded: dict[str, set[int]] = {}
     for table, version in source_versions:

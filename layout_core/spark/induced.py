@@ -91,6 +91,17 @@ def _propagate(cuts: list[JoinInduced], tables: Mapping[str, DataFrame]) -> dict
     return frames
 
 
+def hops_with_duplicate_keys(tables: Mapping[str, DataFrame], hops) -> set[Hop]:
+    """The hops whose parent key column holds some non-NULL value twice."""
+    duplicated = set()
+    for hop in sorted(set(hops), key=str):
+        key = F.col(hop.parent_column)
+        repeated = tables[hop.parent_table].where(key.isNotNull()).groupBy(key).count().where("count > 1")
+        if repeated.limit(1).count():
+            duplicated.add(hop)
+    return duplicated
+
+
 def literal_keys(tables: Mapping[str, DataFrame], cut: JoinInduced) -> BitMap64:
     """Key values of the last hop's parent that satisfy the cut (its materialized form),
     computed by the same joins as the cut's bits, from `tables` alone."""

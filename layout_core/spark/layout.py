@@ -14,18 +14,23 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from ..catalog import BlockRecord, Catalog, CutRecord
 from ..predicates import JoinInduced, Predicate, dumps, to_sql
 from ..schema import TableSchema
+from ..skipping.router import UNMANAGED_SOURCE
 from .blocks import summarize_blocks, with_block_ids, with_cut_flags, write_block_folders
 
 
 def cut_records(cuts: Sequence[Predicate], source_versions=()) -> list[CutRecord]:
+    """Catalog records of `cuts`; a join-induced cut without `source_versions` is
+    recorded as computed from unmanaged tables (current while they have no layout)."""
     records = []
     for position, cut in enumerate(cuts):
         induced = isinstance(cut, JoinInduced)
+        sources = tuple(source_versions) or tuple(
+            (table, UNMANAGED_SOURCE) for table in sorted({h.parent_table for h in cut.hops})) if induced else ()
         records.append(CutRecord(
             position, dumps(cut), to_sql(cut),
             "join_induced" if induced else "simple",
             path=tuple(str(h) for h in cut.hops) if induced else (),
-            source_versions=tuple(source_versions) if induced else (),
+            source_versions=sources,
         ))
     return records
 
