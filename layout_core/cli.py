@@ -202,7 +202,7 @@ def cmd_bench_tpch(args) -> int:
     from .bench.tpch import format_result, run
 
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
-                 work=Path(args.work))
+                 work=Path(args.work), layouts=tuple(args.layouts.split(",")), spark_e2e=args.spark)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2) if args.json else format_result(result))
     return 0
@@ -303,6 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--block-rows", type=int, default=10_000, help="rows per block (default 10000)")
     bt.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
     bt.add_argument("--work", default=".layout/bench/tpch", help="folder for data and results")
+    bt.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
+                    help="comma-separated layouts (default: all five)")
+    bt.add_argument("--spark", action="store_true",
+                    help="also write sortkey and mto as block folders and time the test queries on Spark "
+                         "(rewritten with their routes; answers compared)")
     bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
 

@@ -16,6 +16,7 @@ from layout_core.optimize.qdtree import (
     leaf_blocks,
     leaves,
     route_vectors,
+    router_objective,
     tree_from_json,
     tree_to_json,
     single_leaf_tree,
@@ -432,3 +433,92 @@ def test_leaf_blocks_at_least_one_per_leaf_and_scaled_by_the_sample():
     assert sampled.first_block.tolist() == [0, 5, 20]
     with pytest.raises(ValueError):
         leaf_blocks(HAND, 0)
+
+
+# ---------------------------------------------------------------------------
+# objective="router": splits scored by what the router skips (every known cut's bits)
+
+
+def router_skip_brute(vc: VectorCounts, wl: Workload, idx, known) -> np.ndarray:
+    """(Q,) bool: q skips the rows of vectors `idx` (count > 0 only) from their union/intersection bits."""
+    rows = [vc.vectors[i] for i in idx if vc.counts[i] > 0]
+    out = np.zeros(wl.n_queries, bool)
+    for q in range(wl.n_queries):
+        for k in known:
+            if wl.implies[q, k] and not any(r[k] for r in rows):
+                out[q] = True
+            if wl.disjoint[q, k] and all(r[k] for r in rows):
+                out[q] = True
+    return out
+
+
+def reference_router_greedy(vc, wl, min_leaf_rows, allowed, known) -> Node:
+    counter = [0]
+
+    def rows_of(idx):
+        return sum(int(vc.counts[i]) for i in idx)
+
+    def value(idx):
+        return float(np.dot(wl.weights, router_skip_brute(vc, wl, idx, known))) * rows_of(idx)
+
+    def build(idx):
+        here = value(idx)
+        best, best_gain = None, 0.0
+        for j in allowed:
+            left = [i for i in idx if vc.vectors[i, j]]
+            right = [i for i in idx if not vc.vectors[i, j]]
+            if rows_of(left) < min_leaf_rows or rows_of(right) < min_leaf_rows:
+                continue
+            gain = value(left) + value(right) - here
+            if gain > best_gain:
+                best, best_gain = j, gain
+        if best is None or not known:
+            counter[0] += 1
+            return L(counter[0] - 1, idx, rows_of(idx))
+        left = build([i for i in idx if vc.vectors[i, best]])
+        right = build([i for i in idx if not vc.vectors[i, best]])
+        return S(best, left, right)
+
+    return build(list(range(vc.n)))
+
+
+def test_router_objective_sees_an_equivalent_cut_the_path_does_not():
+    # cut0 and cut1 hold the same rows (v0: 11, v1: 00); q0 implies cut1 only.
+    vc = vcounts([[1, 1], [0, 0]], [10, 30])
+    wl = workload(2, implies=[(0, 1)])
+    only_cut0 = np.array([0])
+    # The path objective cannot use cut0 for q0: no split at all.
+    assert greedy_tree(vc, wl, 1, allowed_cuts=only_cut0) == L(0, [0, 1], 40)
+    # The router keeps cut1's bits per block: splitting on cut0 lets q0 skip the 30 bit-0 rows.
+    tree = greedy_tree(vc, wl, 1, allowed_cuts=only_cut0, objective="router")
+    assert tree == S(0, L(0, [0], 10), L(1, [1], 30))
+    assert router_objective(vc, tree, wl) == 30 and tree_objective(vc, tree, wl) == 0
+    # ... unless the router does not keep cut1 (a qd-tree without those cuts)
+    assert greedy_tree(vc, wl, 1, allowed_cuts=only_cut0, objective="router", known_cuts=only_cut0) == L(0, [0, 1], 40)
+    with pytest.raises(ValueError):
+        greedy_tree(vc, wl, 1, objective="blocks")
+
+
+@settings(max_examples=300, deadline=None)
+@given(instances(), st.data())
+def test_router_greedy_matches_the_brute_force_reference(inst, data):
+    vc, wl, min_leaf_rows, _ = inst
+    allowed = np.array(data.draw(st.lists(st.booleans(), min_size=vc.m, max_size=vc.m)), bool)
+    known = allowed | np.array(data.draw(st.lists(st.booleans(), min_size=vc.m, max_size=vc.m)), bool)
+    tree = greedy_tree(vc, wl, min_leaf_rows, allowed_cuts=allowed, objective="router", known_cuts=known)
+    assert tree == reference_router_greedy(vc, wl, min_leaf_rows, np.flatnonzero(allowed).tolist(),
+                                           np.flatnonzero(known).tolist())
+    leaf_list = list(leaves(tree))
+    assert sorted(np.concatenate([lf.vector_indices for lf in leaf_list]).tolist()) == list(range(vc.n))
+    obj = router_objective(vc, tree, wl, known)
+    assert obj >= tree_objective(vc, tree, wl) if known.all() else True
+    for j in np.flatnonzero(allowed):  # at least every valid one-cut tree
+        left = vc.vectors[:, j]
+        lr, rr = int(vc.counts[left].sum()), int(vc.counts[~left].sum())
+        if lr >= min_leaf_rows and rr >= min_leaf_rows:
+            stump = S(int(j), L(0, np.flatnonzero(left), lr), L(1, np.flatnonzero(~left), rr))
+            assert obj >= router_objective(vc, stump, wl, known)
+    # the blocks of a tree's leaves skip at least what the router objective counts
+    bm = tree_blocking_map(vc, tree, 10 ** 6)  # one block per leaf
+    if known.all():
+        assert float(np.dot(wl.weights, skipped_rows(vc, bm, wl))) == obj

@@ -10,10 +10,27 @@ Layouts, all with blocks of `--block-rows` rows and per-block zone maps:
 - qdtree: greedy qd-tree over the training queries' simple cuts (MTO §2.1.3);
 - mto: the same with join-induced cuts (MTO §4), bits exact by joins.
 
+Tree layouts: every row is routed through the tree to its leaf
+(`route_vectors`); a leaf of R rows becomes max(1, R // block_rows) blocks
+(`leaf_blocks`) that are ranges of the table's in-leaf sort column
+(`with_tree_blocks`), so their zone maps stay narrow. The in-leaf sort column
+is `leaf_sort_column`: the column the most training references filter by a
+range (l_shipdate, o_orderdate, c_acctbal, p_size in the B1 workload), else the
+primary key. The tree is grown greedily with the router's objective
+(`greedy_tree(..., objective="router")`): a split is scored by the rows the
+router will skip in its children, judged from the union/intersection bits of
+every cut the layout keeps, not only of the cuts on the path.
+
 For each layout the router (the same one queries use) decides the blocks of
 every test query's table references. Reported: blocks and rows read, per table
 and in total; the lower bound sum(ceil(rows needed / block rows)); optimizer
 seconds per table; router latency per query.
+
+With `spark_e2e` (`layout bench tpch --spark`), the sortkey and mto layouts of
+all 8 tables are also written as block folders, and every test query runs on
+Spark rewritten with its route (block_id filters) on each layout, after the
+same query on the raw tables; answers must be identical, and the total Spark
+seconds per layout are reported (issue item 7).
 """
 
 from __future__ import annotations
@@ -21,6 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -28,14 +46,15 @@ import numpy as np
 
 from ..optimize.fineblock import VectorCounts
 from .sun import LONG_RUN_JVM
-from ..optimize.qdtree import greedy_tree, tree_blocking_map
+from ..optimize.qdtree import greedy_tree, leaf_blocks, route_vectors
 from ..predicates import Predicate, to_sql
 from ..schema import load_schema
 from ..skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
 from ..sql.analysis import analyze
 from ..workload.tpch import generate
 from ..workload.tpch_data import generate_tpch
-from ..workload.tree_inputs import candidate_cut_lists, filtered_columns, query_predicate, workload_matrices
+from ..workload.tree_inputs import (DEFAULT_MAX_CUTS_PER_KIND, candidate_cut_lists, filtered_columns,
+                                    leaf_sort_column, query_predicate, workload_matrices)
 
 log = logging.getLogger("layout.bench.tpch")
 
@@ -44,12 +63,37 @@ SORT_KEYS = {"lineitem": ["l_shipdate"], "orders": ["o_orderdate"]}
 CURVE_COLUMNS = 3
 
 
+E2E_LAYOUTS = ("sortkey", "mto")
+TREE_SAMPLE_ROWS = 150_000
+SAMPLE_MODULUS = 1_000_000
+
+
+def leaf_column(root, flag_columns: list[str]):
+    """A Spark column with the leaf id each row reaches: the tree as nested CASE
+    WHEN over the boolean cut flag columns (a TRUE flag goes left), the same
+    decisions as `route_vectors` makes on bit vectors."""
+    from pyspark.sql import functions as F
+
+    def build(node):
+        if node.is_leaf:
+            return F.lit(node.leaf_id)
+        return F.when(F.col(flag_columns[node.cut]), build(node.left)).otherwise(build(node.right))
+
+    return build(root).cast("int")
+
+
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
-        work: Path = Path(".layout/bench/tpch"), layouts=LAYOUTS) -> dict:
+        work: Path = Path(".layout/bench/tpch"), layouts=LAYOUTS, spark_e2e: bool = False,
+        tree_objective: str = "router", max_cuts: int = DEFAULT_MAX_CUTS_PER_KIND,
+        leaf_sort: bool = True, tree_sample_rows: int = TREE_SAMPLE_ROWS) -> dict:
+    """`tree_objective`, `max_cuts` (per kind), `leaf_sort` (False: a leaf's
+    blocks are ranges of the row hash, as before) and `tree_sample_rows` (the
+    trees of a larger table are built on a sample of about this many rows)
+    exist for measuring variants."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_cut_flags, with_pieces
+    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_cut_flags, with_tree_blocks, write_block_folders
     from ..spark.curves import curve_block_index, with_curve_key
     from ..spark.induced import with_induced_flags
     from ..spark_session import local_session
@@ -64,9 +108,18 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     train = [analyze(q.sql, schema) for q in train_q]
     test = [analyze(q.sql, schema) for q in test_q]
 
+    if not set(layouts) <= set(LAYOUTS):
+        raise ValueError(f"unknown layouts {sorted(set(layouts) - set(LAYOUTS))}; known: {LAYOUTS}")
+    if spark_e2e and not set(E2E_LAYOUTS) <= set(layouts):
+        raise ValueError(f"the Spark run needs the layouts {E2E_LAYOUTS}")
     spark = local_session("layout-bench-tpch", extra=LONG_RUN_JVM)
     indexes: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}
     optimize_seconds = {name: {} for name in layouts}
+    leaf_sort_columns: dict[str, list[str]] = {}
+    tree_sample: dict[str, dict] = {}
+    blocks_total = {name: {} for name in layouts}
+    folders = work / f"blocks_sf{sf}_b{block_rows}"
+    e2e = None
     try:
         tables = {t: spark.read.parquet(str(paths[t])).cache() for t in schema.tables}
         for t, frame in tables.items():
@@ -75,7 +128,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
             df = tables[name]
             data_cols = list(table.column_names)
             order = [F.xxhash64(*data_cols)]
-            simple, induced = candidate_cut_lists(train, name, key_hops)
+            simple, induced = candidate_cut_lists(train, name, key_hops, max_per_kind=max_cuts)
             cuts: list[Predicate] = simple + induced
             flagged = with_cut_flags(df, [to_sql(c) for c in simple])
             flagged = with_induced_flags(flagged, induced, tables).frame
@@ -87,10 +140,18 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
             n_rows = keyed.count()
             log.info("%s: %d rows, %d simple and %d join-induced cuts", name, n_rows, len(simple), len(induced))
 
-            def summarize(blocked, with_cuts: list[Predicate]):
+            def summarize(blocked, with_cuts: list[Predicate], kind: str):
+                write = spark_e2e and kind in E2E_LAYOUTS
+                if write:  # computed once for the summaries and the block folders
+                    blocked = blocked.persist()
                 renamed_flags = blocked.select(
                     *data_cols, BLOCK_COLUMN, *[F.col(f).alias(f"_cut{i}") for i, f in enumerate(flags)])
                 summaries = summarize_blocks(renamed_flags, table, len(cuts))
+                blocks_total[kind][name] = len(summaries)
+                if write:
+                    shutil.rmtree(folders / kind / name, ignore_errors=True)  # no block of an earlier run
+                    write_block_folders(blocked, data_cols, folders / kind / name, folders / "_staging")
+                    blocked.unpersist()
                 # layouts that do not know the cuts get zone maps only
                 return LayoutIndex.from_blocks(name, summaries, with_cuts)
 
@@ -99,7 +160,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 sort_cols = SORT_KEYS.get(name, list(table.primary_key))
                 rn = F.row_number().over(Window.orderBy(*sort_cols, *order)) - 1
                 blocked = keyed.withColumn(BLOCK_COLUMN, F.floor(rn / block_rows).cast("int"))
-                indexes["sortkey"][name] = summarize(blocked, [])
+                indexes["sortkey"][name] = summarize(blocked, [], "sortkey")
                 optimize_seconds["sortkey"][name] = round(time.monotonic() - started, 2)
             curve_cols = filtered_columns(train, name, CURVE_COLUMNS) or list(table.primary_key)
             for kind in ("zorder", "hilbert"):
@@ -108,36 +169,56 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 started = time.monotonic()
                 with_key = with_curve_key(keyed, curve_cols, kind)
                 blocked = curve_block_index(with_key, block_rows).withColumn(BLOCK_COLUMN, F.col("_block"))
-                indexes[kind][name] = summarize(blocked, [])
+                indexes[kind][name] = summarize(blocked, [], kind)
                 optimize_seconds[kind][name] = round(time.monotonic() - started, 2)
 
             tree_layouts = [x for x in ("qdtree", "mto") if x in layouts]
             if tree_layouts:
-                pairs = keyed.groupBy("_key").count().collect()
+                # MTO §4.2: build the trees on a uniform sample (deterministic: by row hash) of a
+                # large table, with leaves of block_rows / scale rows, and route every row of the
+                # table through them. The cut bits are computed on the full tables before sampling
+                # (exact by joins), so join-induced cuts need no cardinality adjustment.
+                rate = min(1.0, tree_sample_rows / max(1, n_rows))
+                sample = keyed if rate >= 1.0 else keyed.where(
+                    F.pmod(F.xxhash64(*data_cols), F.lit(SAMPLE_MODULUS)) < int(rate * SAMPLE_MODULUS))
+                pairs = sample.groupBy("_key").count().collect()
                 keys = [r["_key"] for r in pairs]
                 counts = np.array([r["count"] for r in pairs], dtype=np.int64)
                 vectors = np.array([[ch == "1" for ch in k[1:]] for k in keys], dtype=bool).reshape(len(keys), len(cuts))
+                scale = n_rows / max(1, int(counts.sum()))
+                tree_sample[name] = {"rows": int(counts.sum()), "vectors": len(keys), "scale": round(scale, 3)}
                 workload = workload_matrices(train, name, key_hops, cuts)
                 vc = VectorCounts(vectors, counts, np.ones(len(cuts)))
+                sort_cols = leaf_sort_column(train, name, SORT_KEYS.get(name, list(table.primary_key)))
+                leaf_sort_columns[name] = sort_cols
                 for kind in tree_layouts:
                     started = time.monotonic()
                     allowed = np.arange(len(simple)) if kind == "qdtree" else None
-                    root = greedy_tree(vc, workload, block_rows, allowed_cuts=allowed)
-                    bmap = tree_blocking_map(vc, root, block_rows)
+                    root = greedy_tree(vc, workload, max(1, math.ceil(block_rows / scale)), allowed_cuts=allowed,
+                                       objective=tree_objective, known_cuts=allowed)
+                    plan = leaf_blocks(root, block_rows, scale=scale)
+                    if rate >= 1.0:
+                        leaf_of_key = route_vectors(root, vectors)
+                        routed, key_leaves, key_ddl = keyed, list(zip(keys, leaf_of_key.tolist())), "_key string"
+                    else:  # rows the sample did not see: route by the cut flags in Spark
+                        routed = keyed.withColumn("_leaf_key", leaf_column(root, flags))
+                        key_leaves, key_ddl = [(i, i) for i in range(len(plan.n_blocks))], "_leaf_key int"
                     optimize_seconds[kind][name] = round(time.monotonic() - started, 3)
-                    pieces = [(keys[int(v)], int(b), int(s), int(e)) for v, b, s, e in
-                              zip(bmap.vector_index, bmap.block, bmap.row_start, bmap.row_end)]
-                    blocked = with_pieces(keyed, pieces, "_key string", order) \
+                    blocked = with_tree_blocks(routed, key_leaves, key_ddl,
+                                               plan.first_block.tolist(), plan.n_blocks.tolist(),
+                                               sort_cols if leaf_sort else [], order) \
                         .withColumnRenamed("_block", BLOCK_COLUMN)
                     used = cuts if kind == "mto" else simple + [None] * len(induced)
-                    indexes[kind][name] = summarize(blocked, used)
+                    indexes[kind][name] = summarize(blocked, used, kind)
             keyed.unpersist()
 
         # rows each test reference needs, for the lower bound
         needed_blocks = 0
         needed_rows = 0
+        needed_by_table: dict[str, int] = {}
         cache: dict[tuple[str, str], int] = {}
-        for a in test:
+        needed_by_template: dict[str, int] = {}
+        for tq, a in zip(test_q, test):
             for ref in a.refs:
                 q = query_predicate(a, ref.key, key_hops)
                 k = (ref.table, to_sql(q))
@@ -145,6 +226,15 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                     cache[k] = spark.table(ref.table).where(to_sql(q)).count()
                 needed_rows += cache[k]
                 needed_blocks += math.ceil(cache[k] / block_rows)
+                needed_by_table[ref.table] = needed_by_table.get(ref.table, 0) + math.ceil(cache[k] / block_rows)
+                needed_by_template[str(tq.template)] = (needed_by_template.get(str(tq.template), 0)
+                                                         + math.ceil(cache[k] / block_rows))
+        if spark_e2e:
+            for frame in tables.values():
+                frame.unpersist()
+            e2e = spark_end_to_end(spark, schema, [q.sql for q in test_q], paths, folders,
+                                   {kind: RoutingIndex({t: (ix,) for t, ix in indexes[kind].items()}, {})
+                                    for kind in E2E_LAYOUTS})
     finally:
         spark.stop()
 
@@ -165,9 +255,12 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 rows += r.rows
                 per_template[name][q.template] = per_template[name].get(q.template, 0) + len(r.blocks)
         result_layouts[name] = {"blocks_read": blocks, "rows_read": rows,
+                                "blocks_total": sum(blocks_total[name].values()),
                                 "optimize_seconds": round(sum(optimize_seconds[name].values()), 2),
                                 "optimize_seconds_per_table": optimize_seconds[name], "tables": by_table}
     latencies = []
+    for name in layouts:
+        result_layouts[name]["blocks_per_template"] = {str(t): n for t, n in sorted(per_template[name].items())}
     if "mto" in layouts:
         index = RoutingIndex({t: (ix,) for t, ix in indexes["mto"].items()}, {})
         for q in test_q:
@@ -179,14 +272,91 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         v["blocks_vs_sortkey"] = round(v["blocks_read"] / base, 3)
     chart = work / "b1_per_template.png"
     _chart(chart, per_template)
-    return {
+    out = {
         "scale_factor": sf, "block_rows": block_rows,
         "train_queries": len(train_q), "test_queries": len(test_q),
+        "tree_objective": tree_objective, "max_cuts_per_kind": max_cuts,
+        "leaf_sort_columns": leaf_sort_columns if leaf_sort else {},
+        "tree_sample": tree_sample,
         "layouts": result_layouts,
         "lower_bound_blocks": needed_blocks, "rows_needed": needed_rows,
+        "lower_bound_by_table": needed_by_table,
+        "lower_bound_per_template": dict(sorted(needed_by_template.items(), key=lambda kv: int(kv[0]))),
         "router_ms": {"p50": round(float(np.percentile(latencies, 50)), 3) if latencies else 0.0,
                       "p99": round(float(np.percentile(latencies, 99)), 3) if latencies else 0.0},
         "chart": str(chart),
+    }
+    if e2e is not None:
+        out["spark"] = e2e
+    return out
+
+
+def spark_end_to_end(spark, schema, statements: list[str], raw_paths: dict, folders: Path,
+                     indexes: dict) -> dict:
+    """Every statement on the raw tables (the reference answer, and the JVM's
+    warm-up), then rewritten with its route on each layout's block folders.
+
+    The layouts take turns per query (sortkey first on even queries, mto first
+    on odd ones), so a slower or faster period of this shared machine does not
+    fall on one layout only. Times are wall seconds of `collect()`; the
+    rewriting (routing) itself is not timed here (B1 reports router latency).
+    """
+    from ..skipping.rewrite import rewrite_sql
+    from ..spark.compare import same_rows
+    from ..spark.runner import scan_metrics
+
+    kinds = list(indexes)
+    raw = {t: spark.read.parquet(str(raw_paths[t])) for t in schema.tables}
+    laid = {k: {t: spark.read.parquet(str(folders / k / t)) for t in schema.tables} for k in kinds}
+    locations = {k: {t: str(folders / k / t) for t in schema.tables} for k in kinds}
+
+    def use(frames):
+        for t, frame in frames.items():
+            frame.createOrReplaceTempView(t)
+
+    def timed(sql):
+        df = spark.sql(sql)
+        t0 = time.monotonic()
+        rows = df.collect()
+        return rows, time.monotonic() - t0, df
+
+    started = time.monotonic()
+    use(raw)
+    reference, raw_seconds = [], 0.0
+    for sql in statements:
+        rows, seconds, _ = timed(sql)
+        reference.append(rows)
+        raw_seconds += seconds
+    per_query = []
+    totals = {k: 0.0 for k in kinds}
+    files = {k: 0 for k in kinds}
+    mismatches = []
+    rewritten = {k: [rewrite_sql(route_query(sql, indexes[k], schema), indexes[k]) for sql in statements]
+                 for k in kinds}
+    for i, sql in enumerate(statements):
+        entry = {"query": i}
+        for k in (kinds if i % 2 == 0 else kinds[::-1]):
+            use(laid[k])
+            rows, seconds, df = timed(rewritten[k][i])
+            equal, why = same_rows(reference[i], rows)
+            if not equal:
+                mismatches.append({"query": i, "layout": k, "difference": why})
+            metrics = scan_metrics(df, locations[k])
+            totals[k] += seconds
+            files[k] += metrics.files
+            entry[k] = {"seconds": round(seconds, 3), "block_folders": metrics.partitions, "equal": equal}
+        per_query.append(entry)
+    use(raw)
+    base = totals.get("sortkey") or 1.0
+    log.info("Spark end to end: %s", totals)
+    return {
+        "queries": len(statements), "raw_seconds": round(raw_seconds, 2),
+        "seconds": {k: round(v, 2) for k, v in totals.items()},
+        "vs_sortkey": {k: round(v / base, 3) for k, v in totals.items()},
+        "files_read": files,
+        "identical_answers": not mismatches, "mismatches": mismatches,
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "per_query": per_query,
     }
 
 
@@ -223,6 +393,11 @@ def format_result(r: dict) -> str:
                      f"{v['optimize_seconds']:10.2f}")
     lines.append(f"lower bound: {r['lower_bound_blocks']} blocks; router p50 {r['router_ms']['p50']} ms, "
                  f"p99 {r['router_ms']['p99']} ms; chart {r['chart']}")
+    if "spark" in r:
+        e = r["spark"]
+        lines.append(f"Spark, {e['queries']} test queries: raw tables {e['raw_seconds']} s, "
+                     + ", ".join(f"{k} {v} s" for k, v in e["seconds"].items())
+                     + f"; vs sortkey {e['vs_sortkey']}; identical answers: {e['identical_answers']}")
     return "\n".join(lines)
 
 

@@ -27,6 +27,9 @@ largest gain in that objective (ties: lowest cut index); a node with no valid
 cut or no cut of positive gain becomes a leaf. Each split adds its gain to the
 objective, so the result is at least as good as the best single valid cut at
 the root.
+With ``objective="router"`` the gain is instead the rows the router will skip
+in the two children, judged from the union/intersection bits of every cut the
+layout keeps per block (`router_objective`), not only of the cuts on the path.
 
 `tree_blocking_map` turns the leaves into blocks of a `BlockingMap` (the same
 structure `fineblock.bottom_up` produces), and `skipped_rows` evaluates any
@@ -54,6 +57,7 @@ __all__ = [
     "zero_cut_tree",
     "leaves",
     "tree_objective",
+    "router_objective",
     "describe",
     "tree_blocking_map",
     "skipped_rows",
@@ -261,6 +265,8 @@ def greedy_tree(
     min_leaf_rows: int,
     allowed_cuts: np.ndarray | None = None,
     progress: bool = False,
+    objective: str = "path",
+    known_cuts: np.ndarray | None = None,
 ) -> Node:
     """Greedy qd-tree (see the module docstring).
 
@@ -280,10 +286,34 @@ def greedy_tree(
     (None: all cuts). Leaves are numbered 0.. from left to right. Every vector
     (also one with count 0) is in exactly one leaf. Nodes are expanded with an
     explicit stack, depth-first, left child first.
+
+    ``objective="router"`` scores a split by what the router will skip instead
+    of what the path proves (`router_skips`): the router sees the union and
+    intersection bits of *every* known cut of a block, not only of the cuts on
+    its path, so a cut that no query names in the path (an equivalent cut, a
+    narrower range, a correlated predicate) still lets queries skip a child.
+    With rows with bit j and bit k ``M[j, k]`` at the node, the left child of
+    cut j has some row with bit k iff ``M[j, k] > 0`` and every row iff
+    ``M[j, k] == left_j`` (right child: ``colsum_k - M[j, k]`` against
+    ``right_j``); q skips a child when some known cut k it implies has no row
+    there or some known cut it is disjoint with has every row there, and
+
+        gain_j = Σ_q w_q (skip_left[q, j] left_j + skip_right[q, j] right_j - skip_node[q] T).
+
+    `known_cuts` (mask or indices, default: all) are the cuts whose bits the
+    router keeps per block (e.g. only the simple cuts for a qd-tree without
+    join-induced cuts); splits use `allowed_cuts` as before. The result's
+    `router_objective` is at least its `tree_objective`, and >= the router
+    objective of every valid one-cut tree.
     """
     _check(vc, workload)
     if min_leaf_rows < 1:
         raise ValueError("min_leaf_rows must be >= 1")
+    if objective not in ("path", "router"):
+        raise ValueError(f"objective must be 'path' or 'router', not {objective!r}")
+    if objective == "router":
+        return _greedy_router(vc, workload, min_leaf_rows, _allowed_mask(allowed_cuts, vc.m),
+                              _allowed_mask(known_cuts, vc.m), progress)
     n, m = vc.n, vc.m
     allowed = _allowed_mask(allowed_cuts, m)
     counts_f = vc.counts.astype(np.float64)
@@ -355,6 +385,134 @@ def greedy_tree(
             node = Node.split(rec[2], built.pop(id(rec[3])), built.pop(id(rec[4])))
         built[id(rec)] = node
     return built[id(root)]
+
+
+def _router_skip(imp_k: np.ndarray, dis_k: np.ndarray, has: np.ndarray, every: np.ndarray) -> np.ndarray:
+    """(..., Q) bool: q skips a row set with per-known-cut flags `has` / `every` (..., k)."""
+    return ((~has).astype(np.float64) @ imp_k.T > 0) | (every.astype(np.float64) @ dis_k.T > 0)
+
+
+def _greedy_router(vc: VectorCounts, workload: Workload, min_leaf_rows: int, allowed: np.ndarray,
+                   known: np.ndarray, progress: bool) -> Node:
+    """`greedy_tree` with objective="router" (see there)."""
+    used = allowed | known
+    if not used.all() and vc.n:
+        # Only the allowed and known cuts matter: merge vectors equal on them (fewer, same splits).
+        cols = np.flatnonzero(used)
+        uniq, inverse = np.unique(vc.vectors[:, cols], axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        merged = VectorCounts(uniq, np.bincount(inverse, weights=vc.counts, minlength=len(uniq)).astype(np.int64),
+                              np.ones(len(cols)))
+        sub = Workload(workload.implies[:, cols], workload.disjoint[:, cols], workload.weights)
+        tree = _greedy_router(merged, sub, min_leaf_rows, allowed[cols], known[cols], progress)
+        members = np.argsort(inverse, kind="stable")
+        starts = np.searchsorted(inverse[members], np.arange(len(uniq) + 1))
+
+        def expand(node: Node) -> Node:
+            if node.is_leaf:
+                idx = np.sort(np.concatenate([members[starts[u]:starts[u + 1]] for u in node.vector_indices])
+                              if node.vector_indices.size else np.zeros(0, np.int64))
+                return Node.leaf(node.leaf_id, idx, node.rows)
+            return Node.split(int(cols[node.cut]), expand(node.left), expand(node.right))
+
+        return expand(tree)
+    n = vc.n
+    # float32 products are exact while a node holds < 2**24 rows (checked below)
+    exact32 = int(vc.counts.sum()) < 2 ** 24
+    ftype = np.float32 if exact32 else np.float64
+    counts_f = vc.counts.astype(ftype)
+    vec_f = vc.vectors.astype(ftype)
+    kn = np.flatnonzero(known)
+    imp_k = workload.implies[:, kn].astype(np.float64)  # (Q, k)
+    dis_k = workload.disjoint[:, kn].astype(np.float64)
+    w = workload.weights
+    cand = np.flatnonzero(allowed)
+
+    records: list[list] = []
+    root = [np.arange(n, dtype=np.int64), int(vc.counts.sum()), None, None, None, None]
+    records.append(root)
+    stack: list[list] = [root]
+    next_leaf = 0
+    splits = 0
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc="qd-tree splits", unit="split")
+    while stack:
+        rec = stack.pop()
+        idx, total = rec[0], rec[1]
+        best_cut = -1
+        if cand.size and kn.size and total >= 2 * min_leaf_rows:
+            c = counts_f[idx]
+            vs = vec_f[idx]
+            left_rows = (c @ vs[:, cand]).astype(np.float64)  # (a,)
+            right_rows = total - left_rows
+            valid = (left_rows >= min_leaf_rows) & (right_rows >= min_leaf_rows)
+            if valid.any():
+                ok = cand[valid]
+                lr, rr = left_rows[valid], right_rows[valid]
+                pair = ((vs * c[:, None]).T @ vs).astype(np.float64)  # (m, m) rows with bit j and bit k
+                colsum = np.diagonal(pair)[kn]  # (k,) rows with bit k at the node
+                both = pair[np.ix_(ok, kn)]  # (a, k)
+                rest = colsum[None, :] - both  # rows with bit j = 0 and bit k = 1
+                skip_node = _router_skip(imp_k, dis_k, colsum > 0, colsum == total)
+                skip_left = _router_skip(imp_k, dis_k, both > 0, both == lr[:, None])  # (a, Q)
+                skip_right = _router_skip(imp_k, dis_k, rest > 0, rest == rr[:, None])
+                gain = (skip_left.astype(np.float64) @ w) * lr + (skip_right.astype(np.float64) @ w) * rr \
+                    - float(w @ skip_node) * total
+                t = int(np.argmax(gain))  # first maximum: lowest cut index
+                if gain[t] > 0:
+                    best_cut = int(ok[t])
+        if best_cut < 0:
+            rec[5] = next_leaf
+            next_leaf += 1
+            continue
+        bit = vc.vectors[idx, best_cut]
+        left_idx, right_idx = idx[bit], idx[~bit]
+        left_rec = [left_idx, int(vc.counts[left_idx].sum()), None, None, None, None]
+        right_rec = [right_idx, int(vc.counts[right_idx].sum()), None, None, None, None]
+        rec[0] = None
+        rec[2], rec[3], rec[4] = best_cut, left_rec, right_rec
+        records.append(left_rec)
+        records.append(right_rec)
+        stack.append(right_rec)
+        stack.append(left_rec)
+        splits += 1
+        if bar is not None:
+            bar.update(1)
+        elif splits % _LOG_EVERY == 0:
+            log.debug("greedy_tree: %d splits, %d nodes pending", splits, len(stack))
+    if bar is not None:
+        bar.close()
+    built: dict[int, Node] = {}
+    for rec in reversed(records):
+        if rec[5] is not None:
+            node = Node.leaf(rec[5], rec[0], rec[1])
+        else:
+            node = Node.split(rec[2], built.pop(id(rec[3])), built.pop(id(rec[4])))
+        built[id(rec)] = node
+    return built[id(root)]
+
+
+def router_objective(vc: VectorCounts, root: Node, workload: Workload,
+                     known_cuts: np.ndarray | None = None) -> float:
+    """Σ_q w_q Σ_leaves |leaf| · skip(q, leaf), with skip decided as the router
+    decides for a block holding exactly the leaf's rows: from the union and
+    intersection of the leaf's vectors over the `known_cuts` (default: all)."""
+    _check(vc, workload)
+    kn = np.flatnonzero(_allowed_mask(known_cuts, vc.m))
+    imp_k = workload.implies[:, kn].astype(np.float64)
+    dis_k = workload.disjoint[:, kn].astype(np.float64)
+    total = 0.0
+    for leaf in leaves(root):
+        idx = leaf.vector_indices[vc.counts[leaf.vector_indices] > 0]
+        if idx.size == 0:
+            continue
+        v = vc.vectors[idx][:, kn]
+        skip = _router_skip(imp_k, dis_k, v.any(axis=0), v.all(axis=0))
+        total += float(workload.weights @ skip) * leaf.rows
+    return total
 
 
 def single_leaf_tree(vc: VectorCounts) -> Node:

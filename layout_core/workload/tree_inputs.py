@@ -6,7 +6,9 @@
 - the workload matrices: for every query reference to the table and every
   cut, whether the query's predicate implies the cut or is disjoint with it
   (proven by the same sound reasoning the router uses);
-- the columns the queries filter most, for curve layouts and in-leaf order.
+- the columns the queries filter most, for curve layouts, and the column a
+  tree leaf's rows are sorted by before it is cut into blocks
+  (`leaf_sort_column`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ..optimize.qdtree import Workload
-from ..predicates import JoinInduced, Opaque, Predicate, atoms, conj, disjoint, implies, to_sql
+from ..predicates import Between, Compare, JoinInduced, Opaque, Predicate, atoms, conj, disjoint, implies, to_sql
 from ..sql.analysis import QueryAnalysis, candidate_cuts
 
 DEFAULT_MAX_CUTS_PER_KIND = 48
@@ -69,3 +71,34 @@ def filtered_columns(analyses: Sequence[QueryAnalysis], table: str, k: int) -> l
         for ref in a.refs_of_table(table):
             counts.update({c for atom in atoms(a.filter(ref.key)) for c in atom.columns()})
     return [c for c, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][:k]
+
+
+RANGE_OPS = ("<", "<=", ">", ">=")
+
+
+def is_range_atom(p: Predicate) -> bool:
+    """A comparison with <, <=, >, >= or a BETWEEN: what a zone map of a sorted column prunes best."""
+    return (isinstance(p, Compare) and p.op in RANGE_OPS) or isinstance(p, Between)
+
+
+def range_filtered_columns(analyses: Sequence[QueryAnalysis], table: str) -> list[tuple[str, int]]:
+    """(column, references) of `table`'s columns that queries filter by a range
+    (`is_range_atom`), most often first (ties: by name); a reference counts once per column."""
+    counts = Counter()
+    for a in analyses:
+        for ref in a.refs_of_table(table):
+            counts.update({c for atom in atoms(a.filter(ref.key)) if is_range_atom(atom) for c in atom.columns()})
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def leaf_sort_column(analyses: Sequence[QueryAnalysis], table: str, fallback: Sequence[str]) -> list[str]:
+    """The columns a tree leaf's rows are sorted by before the leaf is cut into blocks.
+
+    Inside a leaf, blocks are ranges of this order, so per-block zone maps
+    prune on it. The cuts already separate rows by the workload's predicates;
+    what they cannot express well are ranges whose bounds differ from query to
+    query, which is what a sorted column with narrow zone maps handles. So:
+    the column that the most training references filter by a range, else
+    `fallback` (e.g. the primary key)."""
+    ranked = range_filtered_columns(analyses, table)
+    return [ranked[0][0]] if ranked else list(fallback)
