@@ -70,7 +70,7 @@ def world(spark, tpch_sf001, tmp_path_factory):
             _lay_out(spark, w, table, "mto", "nightly-1", block_size)
         _, w["qdtree_metrics"] = _lineitem_1995(spark, w, "qdtree", "nightly-q")
         w["qdtree_blocks"] = {sql: _lineitem_blocks(w, sql) for sql in TEST}
-        _, w["mto_metrics"] = _lineitem_1995(spark, w, "mto", "nightly-m")
+        w["mto_paths"], w["mto_metrics"] = _lineitem_1995(spark, w, "mto", "nightly-m")
         yield w
 
 
@@ -95,6 +95,13 @@ def test_mto_keeps_join_induced_cuts_with_exact_literal_keys_and_their_sources(w
     assert [hop.split("->")[0] for hop in asia.path] == [
         "region.r_regionkey", "nation.n_nationkey", "customer.c_custkey", "orders.o_orderkey"]
     assert {t for t, _ in asia.source_versions} == {"region", "nation", "customer", "orders"}
+
+
+def test_mto_leaves_are_cut_into_ranges_of_the_most_range_filtered_column(world):
+    # l_shipdate is range-filtered by 3 training queries, l_quantity by 2
+    blocking = steps._read_json(world["mto_paths"].file("blocking.json"), "test")
+    assert blocking["sort_columns"] == ["l_shipdate"]
+    assert world["mto_metrics"]["optimize"]["leaves"] >= 2
 
 
 def test_mto_skips_more_lineitem_blocks_than_qdtree_and_answers_stay_identical(spark, world):

@@ -70,7 +70,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_LOG_EVERY = 1000  # splits between debug log lines when progress is off
+_LOG_EVERY = 200  # splits between progress log lines when there is no progress bar
 
 
 # ---------------------------------------------------------------------------
@@ -371,10 +371,10 @@ def greedy_tree(
         if bar is not None:
             bar.update(1)
         elif splits % _LOG_EVERY == 0:
-            log.debug("greedy_tree: %d splits, %d nodes pending", splits, len(stack))
+            log.info("greedy_tree: %d splits, %d nodes pending", splits, len(stack))
     if bar is not None:
         bar.close()
-    log.debug("greedy_tree: %d splits, %d leaves", splits, next_leaf)
+    log.info("greedy_tree: %d splits, %d leaves", splits, next_leaf)
 
     # Children are appended after their parent: build in reverse order.
     built: dict[int, Node] = {}
@@ -482,9 +482,10 @@ def _greedy_router(vc: VectorCounts, workload: Workload, min_leaf_rows: int, all
         if bar is not None:
             bar.update(1)
         elif splits % _LOG_EVERY == 0:
-            log.debug("greedy_tree: %d splits, %d nodes pending", splits, len(stack))
+            log.info("greedy_tree: %d splits, %d nodes pending", splits, len(stack))
     if bar is not None:
         bar.close()
+    log.info("greedy_tree (router objective): %d splits, %d leaves", splits, next_leaf)
     built: dict[int, Node] = {}
     for rec in reversed(records):
         if rec[5] is not None:
