@@ -54,6 +54,15 @@ SPARK_CONF = {
 }
 
 
+DAG_DEFAULTS = {
+    "start_date": datetime(2024, 1, 1),
+    "catchup": False,
+    "max_active_runs": 1,
+    "default_args": {"retries": 1, "retry_delay": timedelta(seconds=30)},
+    "tags": ["layout"],
+}
+
+
 def spark_step(step: str, *extra_args: str, run_args: list[str] = RUN_ARGS, **kwargs) -> SparkSubmitOperator:
     return SparkSubmitOperator(
         task_id=step,
@@ -70,11 +79,7 @@ with DAG(
     dag_id="layout_nightly",
     description="Lay out a new table partition into blocks that queries can skip",
     schedule=os.environ.get("LAYOUT_NIGHTLY_SCHEDULE") or None,
-    start_date=datetime(2024, 1, 1),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
-    tags=["layout"],
+    **DAG_DEFAULTS,
     params={
         "table": Param("lineitem", type="string", description="warehouse table"),
         "partition": Param("", type="string", description="partition value (default: the run's date)"),
@@ -152,11 +157,7 @@ with DAG(
     dag_id="layout_star_nightly",
     description="Lay out dimension tables, then the new fact partition, with join-induced cuts (MTO)",
     schedule=os.environ.get("LAYOUT_STAR_SCHEDULE") or None,
-    start_date=datetime(2024, 1, 1),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
-    tags=["layout"],
+    **DAG_DEFAULTS,
     params={
         "source_dir": Param("", type="string", description="folder with <table>.parquet for every table"),
         "partition": Param("", type="string", description="fact partition (default: the run's date)"),

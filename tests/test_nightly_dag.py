@@ -21,15 +21,21 @@ def test_dag_file_has_no_heavy_top_level_imports():
     assert out.stdout.strip() == ""
 
 
-@pytest.mark.slow
-def test_dagbag_imports_without_errors(tmp_path, monkeypatch):
+@pytest.fixture
+def dagbag(tmp_path, monkeypatch):
+    """The project's DAG folder parsed as the DAG processor does (no examples, a private home)."""
     monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
     monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(PROJECT / "dags"))
     assert bag.import_errors == {}
-    dag = bag.dags["layout_nightly"]
+    return bag
+
+
+@pytest.mark.slow
+def test_dagbag_imports_without_errors(dagbag):
+    dag = dagbag.dags["layout_nightly"]
     assert [t.task_id for t in dag.topological_sort()] == STEPS
     for task in dag.tasks:
         assert task.task_type == "SparkSubmitOperator"
@@ -76,14 +82,8 @@ def test_dag_run_lays_out_a_partition(tmp_path, tpch_sf001):
 
 
 @pytest.mark.slow
-def test_star_dag_lays_out_dimension_tables_before_the_fact_table(tmp_path, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
-    monkeypatch.setenv("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(PROJECT / "dags"))
-    assert bag.import_errors == {}
-    dag = bag.dags["layout_star_nightly"]
+def test_star_dag_lays_out_dimension_tables_before_the_fact_table(dagbag):
+    dag = dagbag.dags["layout_star_nightly"]
     order = [t.task_id for t in dag.topological_sort()]
     tables = ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"]
     assert order == [f"{table}.{step}" for table in tables for step in STEPS]

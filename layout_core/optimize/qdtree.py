@@ -357,12 +357,7 @@ def greedy_tree(
             next_leaf += 1
             continue
         j = best_cut
-        bit = vc.vectors[idx, j]
-        left_idx, right_idx = idx[bit], idx[~bit]
-        left_rec = [left_idx, int(vc.counts[left_idx].sum()), None, None, None, None]
-        right_rec = [right_idx, int(vc.counts[right_idx].sum()), None, None, None, None]
-        rec[0] = None  # internal nodes do not keep their vector set
-        rec[2], rec[3], rec[4] = j, left_rec, right_rec
+        left_rec, right_rec = _split_record(vc, rec, j)
         records.append(left_rec)
         records.append(right_rec)
         stack.append((right_rec, skipped | workload.implies[:, j]))
@@ -375,8 +370,25 @@ def greedy_tree(
     if bar is not None:
         bar.close()
     log.info("greedy_tree: %d splits, %d leaves", splits, next_leaf)
+    return _nodes(records)
 
-    # Children are appended after their parent: build in reverse order.
+
+def _split_record(vc: VectorCounts, rec: list, cut: int) -> tuple[list, list]:
+    """Make build record `rec` ([indices, rows, cut, left, right, leaf_id]) an
+    internal node on `cut`; returns the records of its two children."""
+    idx = rec[0]
+    bit = vc.vectors[idx, cut]
+    left_idx, right_idx = idx[bit], idx[~bit]
+    left = [left_idx, int(vc.counts[left_idx].sum()), None, None, None, None]
+    right = [right_idx, int(vc.counts[right_idx].sum()), None, None, None, None]
+    rec[0] = None  # internal nodes do not keep their vector set
+    rec[2], rec[3], rec[4] = cut, left, right
+    return left, right
+
+
+def _nodes(records: list[list]) -> Node:
+    """Immutable nodes from build records (records[0] is the root); children are
+    appended after their parent, so they are built in reverse order."""
     built: dict[int, Node] = {}
     for rec in reversed(records):
         if rec[5] is not None:
@@ -384,7 +396,7 @@ def greedy_tree(
         else:
             node = Node.split(rec[2], built.pop(id(rec[3])), built.pop(id(rec[4])))
         built[id(rec)] = node
-    return built[id(root)]
+    return built[id(records[0])]
 
 
 def _router_skip(imp_k: np.ndarray, dis_k: np.ndarray, has: np.ndarray, every: np.ndarray) -> np.ndarray:
@@ -468,12 +480,7 @@ def _greedy_router(vc: VectorCounts, workload: Workload, min_leaf_rows: int, all
             rec[5] = next_leaf
             next_leaf += 1
             continue
-        bit = vc.vectors[idx, best_cut]
-        left_idx, right_idx = idx[bit], idx[~bit]
-        left_rec = [left_idx, int(vc.counts[left_idx].sum()), None, None, None, None]
-        right_rec = [right_idx, int(vc.counts[right_idx].sum()), None, None, None, None]
-        rec[0] = None
-        rec[2], rec[3], rec[4] = best_cut, left_rec, right_rec
+        left_rec, right_rec = _split_record(vc, rec, best_cut)
         records.append(left_rec)
         records.append(right_rec)
         stack.append(right_rec)
@@ -486,14 +493,7 @@ def _greedy_router(vc: VectorCounts, workload: Workload, min_leaf_rows: int, all
     if bar is not None:
         bar.close()
     log.info("greedy_tree (router objective): %d splits, %d leaves", splits, next_leaf)
-    built: dict[int, Node] = {}
-    for rec in reversed(records):
-        if rec[5] is not None:
-            node = Node.leaf(rec[5], rec[0], rec[1])
-        else:
-            node = Node.split(rec[2], built.pop(id(rec[3])), built.pop(id(rec[4])))
-        built[id(rec)] = node
-    return built[id(root)]
+    return _nodes(records)
 
 
 def router_objective(vc: VectorCounts, root: Node, workload: Workload,
