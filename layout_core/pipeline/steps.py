@@ -366,7 +366,7 @@ def _sort_columns(features: dict, table: TableSchema, sort_column: str | None) -
     """The in-leaf order of a tree layout: the given column, else the most range-filtered one, else the key."""
     if sort_column:
         return [sort_column]
-    return features["leaf_sort_columns"] or list(table.primary_key)
+    return features.get("leaf_sort_columns") or list(table.primary_key)
 
 
 def _tree_blocking(pairs: list, features: dict, workload: dict, block_size: int, fraction: float,
