@@ -54,7 +54,7 @@ from ..sql.analysis import analyze
 from ..workload.tpch import generate
 from ..workload.tpch_data import generate_tpch
 from ..workload.tree_inputs import (DEFAULT_MAX_CUTS_PER_KIND, candidate_cut_lists, filtered_columns,
-                                    leaf_sort_column, query_predicate, workload_matrices)
+                                    leaf_sort_column, workload_matrices)
 
 log = logging.getLogger("layout.bench.tpch")
 
@@ -220,7 +220,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         needed_by_template: dict[str, int] = {}
         for tq, a in zip(test_q, test):
             for ref in a.refs:
-                q = query_predicate(a, ref.key, key_hops)
+                q = a.predicate(ref.key, key_hops)
                 k = (ref.table, to_sql(q))
                 if k not in cache:
                     cache[k] = spark.table(ref.table).where(to_sql(q)).count()

@@ -29,7 +29,6 @@ from ..predicates import (
     ColumnStats,
     Predicate,
     Prepared,
-    conj,
     loads,
     satisfiable,
     value_from_json,
@@ -251,8 +250,7 @@ def route_analysis(
             refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, (), True))
             continue
         table_filter = analysis.filter(ref.key)
-        induced = [ip.predicate for ip in analysis.induced(ref.key, key_hops, max_depth)]
-        query_predicate = conj(table_filter, *induced)
+        query_predicate = analysis.predicate(ref.key, key_hops, max_depth)
         partitions = tuple(route_layout(query_predicate, table_filter, layout) for layout in layouts)
         refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, partitions, False))
     return Route(analysis.sql, tuple(refs), tuple(warnings), True, analysis)

@@ -123,6 +123,11 @@ class QueryAnalysis:
     def refs_of_table(self, table: str) -> tuple[TableRef, ...]:
         return tuple(r for r in self.refs if r.table == table)
 
+    def predicate(self, key: str, key_hops: Iterable[Hop], max_depth: int = DEFAULT_MAX_DEPTH) -> Predicate:
+        """Everything the query says about ref `key`: its filter and the join-induced
+        predicates its joins push onto it (what routing and tree training both use)."""
+        return conj(self.filter(key), *(ip.predicate for ip in self.induced(key, key_hops, max_depth)))
+
     def induced(
         self, key: str, key_hops: Iterable[Hop], max_depth: int = DEFAULT_MAX_DEPTH
     ) -> tuple[InducedPredicate, ...]:

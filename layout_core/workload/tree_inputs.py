@@ -19,16 +19,10 @@ from typing import Sequence
 import numpy as np
 
 from ..optimize.qdtree import Workload
-from ..predicates import Between, Compare, JoinInduced, Opaque, Predicate, atoms, conj, disjoint, implies, to_sql
+from ..predicates import Between, Compare, JoinInduced, Opaque, Predicate, atoms, disjoint, implies, to_sql
 from ..sql.analysis import QueryAnalysis, candidate_cuts
 
 DEFAULT_MAX_CUTS_PER_KIND = 48
-
-
-def query_predicate(analysis: QueryAnalysis, key: str, key_hops) -> Predicate:
-    """Everything a query says about one table reference: its filter and induced predicates."""
-    induced = [ip.predicate for ip in analysis.induced(key, key_hops)]
-    return conj(analysis.filter(key), *induced)
 
 
 def usable_cut(p: Predicate) -> bool:
@@ -57,20 +51,27 @@ def candidate_cut_lists(analyses: Sequence[QueryAnalysis], table: str, key_hops,
 def workload_matrices(analyses: Sequence[QueryAnalysis], table: str, key_hops,
                       cuts: Sequence[Predicate]) -> Workload:
     """implies/disjoint of every reference to `table` (one row each) against `cuts`."""
-    preds = [query_predicate(a, ref.key, key_hops) for a in analyses for ref in a.refs_of_table(table)]
+    preds = [a.predicate(ref.key, key_hops) for a in analyses for ref in a.refs_of_table(table)]
     shape = (len(preds), len(cuts))
     imp = np.array([[implies(q, c) for c in cuts] for q in preds], dtype=bool).reshape(shape)
     dis = np.array([[disjoint(q, c) for c in cuts] for q in preds], dtype=bool).reshape(shape)
     return Workload(imp, dis)
 
 
-def filtered_columns(analyses: Sequence[QueryAnalysis], table: str, k: int) -> list[str]:
-    """The k columns of `table` most often filtered (ties: by name)."""
+def _column_counts(analyses: Sequence[QueryAnalysis], table: str, keep=lambda atom: True
+                   ) -> list[tuple[str, int]]:
+    """(column, references) of `table`'s columns in the kept filter atoms, most often
+    first (ties: by name); a reference counts once per column."""
     counts = Counter()
     for a in analyses:
         for ref in a.refs_of_table(table):
-            counts.update({c for atom in atoms(a.filter(ref.key)) for c in atom.columns()})
-    return [c for c, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))][:k]
+            counts.update({c for atom in atoms(a.filter(ref.key)) if keep(atom) for c in atom.columns()})
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def filtered_columns(analyses: Sequence[QueryAnalysis], table: str, k: int) -> list[str]:
+    """The k columns of `table` most often filtered (ties: by name)."""
+    return [c for c, _ in _column_counts(analyses, table)][:k]
 
 
 RANGE_OPS = ("<", "<=", ">", ">=")
@@ -84,11 +85,7 @@ def is_range_atom(p: Predicate) -> bool:
 def range_filtered_columns(analyses: Sequence[QueryAnalysis], table: str) -> list[tuple[str, int]]:
     """(column, references) of `table`'s columns that queries filter by a range
     (`is_range_atom`), most often first (ties: by name); a reference counts once per column."""
-    counts = Counter()
-    for a in analyses:
-        for ref in a.refs_of_table(table):
-            counts.update({c for atom in atoms(a.filter(ref.key)) if is_range_atom(atom) for c in atom.columns()})
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return _column_counts(analyses, table, is_range_atom)
 
 
 def leaf_sort_column(analyses: Sequence[QueryAnalysis], table: str, fallback: Sequence[str]) -> list[str]:
