@@ -238,7 +238,7 @@ def test_a_retry_on_corrected_data_records_the_corrected_fingerprint(spark, tmp_
         steps.ingest(spark, paths, table, first, catalog)
         steps.featurize(spark, paths, SCHEMA, None, 15, 2, (), "mto", catalog)
         steps.reduce_vectors(spark, paths)
-        steps.optimize(paths, "mto", 10, None, table)
+        steps.optimize(paths, table, "mto", 10)
         written = steps.write_blocks(spark, paths, table, catalog, "mto", {})
         catalog.fail(written["version"], "killed halfway")
         steps.run_in_process(spark, catalog, SCHEMA, paths, corrected, "mto", 10)  # the Airflow retry

@@ -21,7 +21,7 @@ def _run(spark, catalog, warehouse, source, run_id, partition="1995", query_log=
     steps.ingest(spark, paths, LINEITEM, str(source), catalog, "l_shipdate", start, end)
     steps.featurize(spark, paths, SCHEMA, query_log, num_feat, 2)
     steps.reduce_vectors(spark, paths)
-    steps.optimize(paths, optimizer, block_size, "l_shipdate")
+    steps.optimize(paths, LINEITEM, optimizer, block_size, "l_shipdate")
     steps.write_blocks(spark, paths, LINEITEM, catalog, optimizer, {})
     if until == "write_blocks":
         return paths

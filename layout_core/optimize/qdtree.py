@@ -330,12 +330,7 @@ def greedy_tree(
     records.append(root)
     stack: list[tuple[list, np.ndarray]] = [(root, np.zeros(nq, dtype=bool))]
     next_leaf = 0
-    splits = 0
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(desc="qd-tree splits", unit="split")
+    reporter = _SplitProgress(progress)
 
     while stack:
         rec, skipped = stack.pop()
@@ -362,15 +357,33 @@ def greedy_tree(
         records.append(right_rec)
         stack.append((right_rec, skipped | workload.implies[:, j]))
         stack.append((left_rec, skipped | workload.disjoint[:, j]))
-        splits += 1
-        if bar is not None:
-            bar.update(1)
-        elif splits % _LOG_EVERY == 0:
-            log.info("greedy_tree: %d splits, %d nodes pending", splits, len(stack))
-    if bar is not None:
-        bar.close()
-    log.info("greedy_tree: %d splits, %d leaves", splits, next_leaf)
+        reporter.split(len(stack))
+    reporter.done(next_leaf, "greedy_tree")
     return _nodes(records)
+
+
+class _SplitProgress:
+    """A tqdm bar of splits when asked for, else a log line every _LOG_EVERY splits."""
+
+    def __init__(self, bar: bool) -> None:
+        self.splits = 0
+        self.bar = None
+        if bar:
+            from tqdm import tqdm
+
+            self.bar = tqdm(desc="qd-tree splits", unit="split")
+
+    def split(self, pending: int) -> None:
+        self.splits += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif self.splits % _LOG_EVERY == 0:
+            log.info("greedy_tree: %d splits, %d nodes pending", self.splits, pending)
+
+    def done(self, leaves: int, what: str) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        log.info("%s: %d splits, %d leaves", what, self.splits, leaves)
 
 
 def _split_record(vc: VectorCounts, rec: list, cut: int) -> tuple[list, list]:
@@ -445,12 +458,7 @@ def _greedy_router(vc: VectorCounts, workload: Workload, min_leaf_rows: int, all
     records.append(root)
     stack: list[list] = [root]
     next_leaf = 0
-    splits = 0
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(desc="qd-tree splits", unit="split")
+    reporter = _SplitProgress(progress)
     while stack:
         rec = stack.pop()
         idx, total = rec[0], rec[1]
@@ -485,14 +493,8 @@ def _greedy_router(vc: VectorCounts, workload: Workload, min_leaf_rows: int, all
         records.append(right_rec)
         stack.append(right_rec)
         stack.append(left_rec)
-        splits += 1
-        if bar is not None:
-            bar.update(1)
-        elif splits % _LOG_EVERY == 0:
-            log.info("greedy_tree: %d splits, %d nodes pending", splits, len(stack))
-    if bar is not None:
-        bar.close()
-    log.info("greedy_tree (router objective): %d splits, %d leaves", splits, next_leaf)
+        reporter.split(len(stack))
+    reporter.done(next_leaf, "greedy_tree (router objective)")
     return _nodes(records)
 
 

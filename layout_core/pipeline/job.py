@@ -79,7 +79,7 @@ def main(step: str, argv: list[str] | None = None) -> int:
             elif step == "reduce":
                 steps.reduce_vectors(spark, paths, args.sample_fraction)
             elif step == "optimize":
-                steps.optimize(paths, args.optimizer, args.block_size, args.sort_column or None, table)
+                steps.optimize(paths, table, args.optimizer, args.block_size, args.sort_column or None)
             elif step == "write_blocks":
                 params = {"block_size": args.block_size, "sort_column": args.sort_column}
                 steps.write_blocks(spark, paths, table, catalog, args.optimizer, params,

@@ -393,8 +393,8 @@ def _tree_blocking(pairs: list, features: dict, workload: dict, block_size: int,
             "sample_fraction": fraction, "sort_columns": sort_columns}
 
 
-def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str | None = None,
-             table: TableSchema | None = None) -> dict:
+def optimize(paths: RunPaths, table: TableSchema, optimizer: str, block_size: int,
+             sort_column: str | None = None) -> dict:
     """The blocking map: which rows go to which block."""
     import numpy as np
 
@@ -415,16 +415,16 @@ def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str 
     total = sum(c for _, c in pairs)
     estimated = round(total / fraction)
     n_blocks = math.ceil(estimated / block_size) if total else 0
-    if table is not None and sort_column and not table.has_column(sort_column):
+    if sort_column and not table.has_column(sort_column):
         raise StepError(f"{table.name} has no column {sort_column!r} to sort by")
     if optimizer == "sortkey":
-        sort_column = sort_column or (table.primary_key[0] if table is not None and table.primary_key else None)
+        sort_column = sort_column or (table.primary_key[0] if table.primary_key else None)
         if not sort_column:
             raise StepError("the sortkey optimizer needs --sort-column (the table has no primary key)")
         blocking = {"kind": "sortkey", "column": sort_column, "rows_per_block": block_size,
                     "n_blocks": n_blocks}
     elif optimizer in CURVE_OPTIMIZERS:
-        columns = features["filtered_columns"][:CURVE_COLUMNS] or (list(table.primary_key) if table else [])
+        columns = features["filtered_columns"][:CURVE_COLUMNS] or list(table.primary_key)
         if not columns:
             raise StepError(f"{optimizer} needs filtered columns in the query log or a primary key")
         blocking = {"kind": "curve", "curve": optimizer, "columns": columns, "rows_per_block": block_size,
@@ -433,8 +433,7 @@ def optimize(paths: RunPaths, optimizer: str, block_size: int, sort_column: str 
         if not total:
             blocking = {"kind": "tree", "n_blocks": 0}
         else:
-            sort_columns = _sort_columns(features, table, sort_column) if table else \
-                ([sort_column] if sort_column else [])
+            sort_columns = _sort_columns(features, table, sort_column)
             workload = _read_json(paths.file("workload.json"), "optimize")
             blocking = _tree_blocking(pairs, features, workload, block_size, fraction, sort_columns)
     elif not pairs:
@@ -671,7 +670,7 @@ def run_in_process(spark, catalog: Catalog, schema: Schema, paths: RunPaths, sou
     ingest(spark, paths, table, source, catalog, date_column, start, end, partition_column)
     featurize(spark, paths, schema, query_log, num_features, min_support, exclude_columns, optimizer, catalog)
     reduce_vectors(spark, paths, sample_fraction)
-    optimize(paths, optimizer, block_size, sort_column, table)
+    optimize(paths, table, optimizer, block_size, sort_column)
     write_blocks(spark, paths, table, catalog, optimizer,
                  {"block_size": block_size, "sort_column": sort_column, "sample_fraction": sample_fraction},
                  partition_column)
