@@ -2,7 +2,10 @@
 
 - candidate cuts (MTO §4.1.1): the simple predicates the queries put on the
   table, and the join-induced predicates their joins push onto it (only from a
-  primary key side to a foreign key side), most frequent first;
+  primary key side to a foreign key side), most frequent first; plus range
+  cuts between the literals the queries compare one column with
+  (`literal_range_cuts`), which also split the values no training query used,
+  and the per-column hulls of OR predicates (`or_hull_cuts`);
 - the workload matrices: for every query reference to the table and every
   cut, whether the query's predicate implies the cut or is disjoint with it
   (proven by the same sound reasoning the router uses);
@@ -19,10 +22,11 @@ from typing import Sequence
 import numpy as np
 
 from ..optimize.qdtree import Workload
-from ..predicates import Between, Compare, JoinInduced, Opaque, Predicate, atoms, disjoint, implies, to_sql
+from ..predicates import (Between, Compare, InList, JoinInduced, Opaque, Or, Predicate, atoms, conjuncts, disjoint,
+                          implies, to_sql)
 from ..sql.analysis import QueryAnalysis, candidate_cuts
 
-DEFAULT_MAX_CUTS_PER_KIND = 48
+DEFAULT_MAX_CUTS_PER_KIND = 96
 
 
 def usable_cut(p: Predicate) -> bool:
@@ -34,17 +38,133 @@ def _most_frequent(counter: Counter, limit: int) -> list:
     return [p for p, _ in sorted(counter.items(), key=lambda kv: (-kv[1], to_sql(kv[0])))][:limit]
 
 
+def _equality_literals(p: Predicate) -> tuple | None:
+    """(column, literals) of `col = v` or `col IN (...)`, else None."""
+    if isinstance(p, Compare) and p.op == "=":
+        return p.column, (p.value,)
+    if isinstance(p, InList) and not p.negated:
+        return p.column, tuple(p.values)
+    return None
+
+
+def literal_range_cuts(cuts: Counter) -> Counter:
+    """Cuts `col < v` between the literals that equality cuts (`col = v`,
+    `col IN (...)`) compare one column with, counted as often as those cuts.
+
+    A workload whose parameters change from run to run (a brand, a nation, a
+    ship mode) meets values tomorrow that no training query used, so no
+    equality cut of today's log is implied by them. A range cut between
+    today's literals is still disjoint with one side for any value, so a tree
+    that splits on it halves what such a query reads. For join-induced cuts
+    the ranges are put on the source column, per induction path. Literals of
+    different types are not compared."""
+    values: dict[tuple, set] = {}
+    counts: Counter = Counter()
+    for cut, n in cuts.items():
+        hops, source = (cut.hops, cut.source) if isinstance(cut, JoinInduced) else (None, cut)
+        found = _equality_literals(source)
+        if found is None:
+            continue
+        column, literals = found
+        for v in literals:
+            if v is None:
+                continue
+            group = (hops, column, type(v).__name__)
+            values.setdefault(group, set()).add(v)
+            counts[group] += n
+    ranges: Counter = Counter()
+    for group, vs in values.items():
+        hops, column, _ = group
+        for v in sorted(vs)[1:]:
+            cut = Compare(column, "<", v)
+            ranges[cut if hops is None else JoinInduced(hops, cut)] = counts[group]
+    return ranges
+
+
+def _column_hull(disjunct: Predicate) -> dict:
+    """{column: (values or None, low or None, high or None)} that one OR branch
+    bounds its columns to, from its top-level conjuncts. Bounds are kept
+    non-strict and an atom with a NULL literal is ignored: a hull may only be
+    looser than the branch."""
+    out: dict = {}
+    for atom in conjuncts(disjunct):
+        if isinstance(atom, (Compare, InList, Between)) and not getattr(atom, "negated", False):
+            if None in (atom.values if isinstance(atom, InList) else (atom.low, atom.high)
+                        if isinstance(atom, Between) else (atom.value,)):
+                continue
+            values, low, high = out.get(atom.column, (None, None, None))
+            found = _equality_literals(atom)
+            if found is not None:
+                literals = set(found[1])
+                values = literals if values is None else values & literals
+            elif isinstance(atom, Between):
+                low = atom.low if low is None else max(low, atom.low)
+                high = atom.high if high is None else min(high, atom.high)
+            elif atom.op in (">", ">="):
+                low = atom.value if low is None else max(low, atom.value)
+            elif atom.op in ("<", "<="):
+                high = atom.value if high is None else min(high, atom.value)
+            out[atom.column] = (values, low, high)
+    return out
+
+
+def _or_hulls(p: Predicate) -> list[Predicate]:
+    """What every branch of OR `p` says about one column: the union of their
+    literals (`col IN (...)`), or the interval around their bounds."""
+    branches = [_column_hull(d) for d in p.children]
+    hulls: list[Predicate] = []
+    for column in set.intersection(*(set(b) for b in branches)):
+        values, lows, highs = zip(*(b[column] for b in branches))
+        if all(v is not None for v in values) and any(values):
+            hulls.append(InList(column, frozenset().union(*values)))
+        low = min(lows) if all(v is not None for v in lows) else None
+        high = max(highs) if all(v is not None for v in highs) else None
+        if low is not None and high is not None:
+            hulls.append(Between(column, low, high))
+        elif low is not None or high is not None:
+            hulls.append(Compare(column, ">=", low) if low is not None else Compare(column, "<=", high))
+    return hulls
+
+
+def or_hull_cuts(cuts: Counter) -> Counter:
+    """Cuts implied by an OR cut: per column that every branch bounds, the union
+    of the branches' literals or the interval around their bounds, counted as
+    often as the OR cuts they come from.
+
+    TPC-H q19 ORs three (brand, container set, size range) branches. Its
+    brands change from run to run, its container sets and size ranges do not:
+    the hulls `p_container IN (...)` and `p_size BETWEEN 1 AND 15` are implied
+    by every instance, also by those no training query was. Join-induced OR
+    cuts give join-induced hulls on the same path."""
+    hulls: Counter = Counter()
+    for cut, n in cuts.items():
+        hops, source = (cut.hops, cut.source) if isinstance(cut, JoinInduced) else (None, cut)
+        if not isinstance(source, Or):
+            continue
+        try:
+            found = _or_hulls(source)
+        except TypeError:  # literals of different types: no hull
+            continue
+        for hull in found:
+            hulls[hull if hops is None else JoinInduced(hops, hull)] += n
+    return hulls
+
+
 def candidate_cut_lists(analyses: Sequence[QueryAnalysis], table: str, key_hops,
                         max_per_kind: int = DEFAULT_MAX_CUTS_PER_KIND
                         ) -> tuple[list[Predicate], list[JoinInduced]]:
     """(simple cuts, join-induced cuts) of `table`, each the `max_per_kind` most
-    frequent (a query counts once per distinct cut)."""
+    frequent (a query counts once per distinct cut; a range cut between
+    literals or an OR's hull as often as the cuts it comes from)."""
     simple, induced = Counter(), Counter()
     for a in analyses:
         for ref in a.refs_of_table(table):
             s, i = candidate_cuts(a, ref.key, key_hops)
             simple.update({c for c in s if usable_cut(c)})
             induced.update({c for c in i if usable_cut(c.source)})
+    for cuts in (simple, induced):
+        derived = literal_range_cuts(cuts) + or_hull_cuts(cuts)
+        cuts.update(derived)
     return _most_frequent(simple, max_per_kind), _most_frequent(induced, max_per_kind)
 
 
