@@ -224,7 +224,7 @@ def test_route_json_shape(catalog, blocks):
     assert ref["rows"] == 500 and ref["rows_total"] == 600 and ref["blocks_total"] == 3
 
 
-def test_cut_columns_are_kept_per_layout_and_give_the_same_masks():
+def test_cut_keys_are_kept_per_layout_and_give_the_same_masks():
     from layout_core.predicates import conj
     from layout_core.skipping.router import LayoutIndex, cut_masks
 
@@ -236,11 +236,57 @@ def test_cut_columns_are_kept_per_layout_and_give_the_same_masks():
         JoinInduced(ORDERS_TO_LINEITEM, Compare(Column("o_orderpriority", "string"), "=", "1-URGENT")),
     ]
     layout = LayoutIndex.from_blocks("lineitem", [], cuts)
-    assert layout.cut_columns == (frozenset({"l_shipdate"}), frozenset(), frozenset({"l_shipmode"}),
-                                  frozenset({"l_orderkey"}))
+    # a join-induced cut is keyed by its induction path, not by the foreign key column
+    assert layout.cut_keys == (frozenset({"l_shipdate"}), frozenset(), frozenset({"l_shipmode"}),
+                               frozenset({ORDERS_TO_LINEITEM}))
     urgent = JoinInduced(ORDERS_TO_LINEITEM, Compare(Column("o_orderpriority", "string"), "=", "1-URGENT"))
     for query in [Compare(date, "<", dt.date(1994, 1, 1)), Compare(mode, "=", "SHIP"),
                   conj(Compare(date, ">=", dt.date(1996, 1, 1)), Compare(mode, "=", "AIR"), urgent)]:
-        assert cut_masks(query, layout.cuts, layout.cut_columns) == cut_masks(query, layout.cuts)
-    assert cut_masks(Compare(mode, "=", "SHIP"), layout.cuts, layout.cut_columns) == (0, 0b100)
+        assert cut_masks(query, layout.cuts, layout.cut_keys) == cut_masks(query, layout.cuts)
+    assert cut_masks(Compare(mode, "=", "SHIP"), layout.cuts, layout.cut_keys) == (0, 0b100)
     assert cut_masks(conj(Compare(date, "<", dt.date(1994, 1, 1)), urgent), layout.cuts) == (0b1001, 0)
+
+
+# Two induction paths ending in the same foreign key column: a cut on one path must
+# still be checked against a query on it, and never needs checking against the other.
+_VIA_P = (Hop("p", "k", "c", "fk"),)
+_VIA_Q = (Hop("q", "k", "p", "k2"), Hop("p", "k", "c", "fk"))
+
+
+def _induced_or_plain():
+    from hypothesis import strategies as st
+
+    from .test_predicate_reasoning import I, S, column_atom, predicates
+
+    induced = st.tuples(st.sampled_from([_VIA_P, _VIA_Q]), st.one_of(column_atom(S), column_atom(I))).map(
+        lambda hs: JoinInduced(hs[0], hs[1]))
+    return st.one_of(predicates(2, nondeterministic=False), induced)
+
+
+def test_skipping_unrelated_cuts_gives_the_masks_of_checking_every_cut():
+    """cut_masks checks only the cuts sharing a column or an induction path with
+    the query (relation_keys); the masks must equal those of asking
+    implies/disjoint of every cut. Left out: a query the reasoning finds never
+    TRUE (it implies everything), and a cut that no row or every row satisfies
+    (its block bits are all 0 or all 1, so neither mask can skip a block with it)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from layout_core.predicates import Prepared, conj, disjoint, implies, negate, satisfiable
+    from layout_core.skipping.router import cut_masks
+
+    plain_or_induced = _induced_or_plain()
+
+    @settings(max_examples=400, deadline=None)
+    @given(query_parts=st.lists(plain_or_induced, min_size=1, max_size=3),
+           cuts=st.lists(plain_or_induced, min_size=1, max_size=6))
+    def check(query_parts, cuts):
+        query = conj(*query_parts)
+        cuts = [c for c in cuts if satisfiable(c) and satisfiable(negate(c))]
+        if not Prepared(query).boxes:
+            return
+        implied = sum(1 << i for i, c in enumerate(cuts) if implies(query, c))
+        disjoint_ = sum(1 << i for i, c in enumerate(cuts) if not implies(query, c) and disjoint(query, c))
+        assert cut_masks(query, cuts) == (implied, disjoint_)
+
+    check()

@@ -27,8 +27,10 @@ from ..catalog import ActiveLayout, CatalogSnapshot
 from ..predicates import (
     TRUE,
     ColumnStats,
+    JoinInduced,
     Predicate,
     Prepared,
+    atoms,
     loads,
     satisfiable,
     value_from_json,
@@ -72,9 +74,23 @@ class LayoutIndex:
         return ZoneMaps.of(self.stats, self.row_counts)
 
     @cached_property
-    def cut_columns(self) -> tuple[frozenset[str], ...]:
-        """Each cut's columns (empty for an unusable cut), computed once, not per query."""
-        return tuple(frozenset() if c is None else c.columns() for c in self.cuts)
+    def cut_keys(self) -> tuple[frozenset, ...]:
+        """Each cut's `relation_keys` (empty for an unusable cut), computed once, not per query."""
+        return tuple(frozenset() if c is None else relation_keys(c) for c in self.cuts)
+
+
+def relation_keys(p: Predicate) -> frozenset:
+    """What a query and a cut must share for `implies` or `disjoint` to relate
+    them: the column of a plain atom, or the induction path (a tuple of hops)
+    of a join-induced atom, since the reasoning compares join-induced atoms
+    only on equal paths and never with the foreign key's own values."""
+    keys: set = set()
+    for atom in atoms(p):
+        if isinstance(atom, JoinInduced):
+            keys.add(atom.hops)
+        else:
+            keys |= atom.columns()
+    return frozenset(keys)
 
 
 @dataclass(frozen=True)
@@ -261,7 +277,7 @@ def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: La
     if not satisfiable(query_predicate):  # e.g. x NOT IN (1, NULL): no row anywhere
         return PartitionRoute(layout.partition, layout.version_id, (), 0,
                               len(layout.block_ids), sum(layout.row_counts))
-    implied_mask, disjoint_mask = cut_masks(query_predicate, layout.cuts, layout.cut_columns)
+    implied_mask, disjoint_mask = cut_masks(query_predicate, layout.cuts, layout.cut_keys)
     may_match = might_match_blocks(table_filter, layout.zone_maps)
     keep, rows = [], 0
     for i in map(int, may_match.nonzero()[0]):
@@ -278,23 +294,24 @@ def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: La
 def cut_masks(
     query_predicate: Predicate,
     cuts: Sequence[Predicate | None],
-    cut_columns: Sequence[frozenset[str]] | None = None,
+    cut_keys: Sequence[frozenset] | None = None,
 ) -> tuple[int, int]:
     """Bit masks of the cuts the query implies, and of the cuts it is disjoint with.
 
-    cut_columns, when given, holds each cut's columns() (LayoutIndex.cut_columns).
+    cut_keys, when given, holds each cut's relation_keys() (LayoutIndex.cut_keys).
     """
     implied_mask = disjoint_mask = 0
     if query_predicate == TRUE:
         return 0, 0
-    if cut_columns is None:
-        cut_columns = [frozenset() if c is None else c.columns() for c in cuts]
-    query_columns = query_predicate.columns()
+    if cut_keys is None:
+        cut_keys = [frozenset() if c is None else relation_keys(c) for c in cuts]
+    query_keys = relation_keys(query_predicate)
     query = Prepared(query_predicate)  # expanded once for all cuts
-    for position, (cut, columns) in enumerate(zip(cuts, cut_columns)):
-        # A cut on other columns can only be proven related to a query that is never
-        # TRUE; not trying costs no correctness (not proven = read) and saves most calls.
-        if cut is None or columns.isdisjoint(query_columns):
+    for position, (cut, keys) in enumerate(zip(cuts, cut_keys)):
+        # A cut sharing no column or induction path with the query can only be proven
+        # related to a query that is never TRUE; not trying costs no correctness (not
+        # proven = read) and saves most calls.
+        if cut is None or keys.isdisjoint(query_keys):
             continue
         if query.implies(cut):
             implied_mask |= 1 << position
