@@ -226,11 +226,11 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 k = (ref.table, to_sql(q))
                 if k not in cache:
                     cache[k] = spark.table(ref.table).where(to_sql(q)).count()
+                blocks_needed = math.ceil(cache[k] / block_rows)
                 needed_rows += cache[k]
-                needed_blocks += math.ceil(cache[k] / block_rows)
-                needed_by_table[ref.table] = needed_by_table.get(ref.table, 0) + math.ceil(cache[k] / block_rows)
-                needed_by_template[str(tq.template)] = (needed_by_template.get(str(tq.template), 0)
-                                                         + math.ceil(cache[k] / block_rows))
+                needed_blocks += blocks_needed
+                needed_by_table[ref.table] = needed_by_table.get(ref.table, 0) + blocks_needed
+                needed_by_template[str(tq.template)] = needed_by_template.get(str(tq.template), 0) + blocks_needed
         if spark_e2e:
             for frame in tables.values():
                 frame.unpersist()

@@ -596,12 +596,8 @@ def skipped_rows(vc: VectorCounts, blocking_map: BlockingMap, workload: Workload
     hits = np.zeros((k, vc.m), dtype=np.float64)
     np.add.at(hits, bm.block, vc.vectors[bm.vector_index] * lengths[:, None])
     sizes = bm.block_sizes()
-    none = (hits == 0).astype(np.float64)  # (k, m)
-    every = (hits == sizes[:, None].astype(np.float64)).astype(np.float64)
-    skip = (workload.implies.astype(np.float64) @ none.T > 0) | (
-        workload.disjoint.astype(np.float64) @ every.T > 0
-    )  # (Q, k)
-    return skip.astype(np.int64) @ sizes
+    skip = _router_skip(workload.implies, workload.disjoint, hits > 0, hits == sizes[:, None])  # (k, Q)
+    return skip.T.astype(np.int64) @ sizes
 
 
 # ---------------------------------------------------------------------------

@@ -47,6 +47,16 @@ def _equality_literals(p: Predicate) -> tuple | None:
     return None
 
 
+def _path_and_source(cut: Predicate) -> tuple:
+    """(induction path, source predicate) of a join-induced cut; (None, cut) of a simple one."""
+    return (cut.hops, cut.source) if isinstance(cut, JoinInduced) else (None, cut)
+
+
+def _on_path(hops, p: Predicate) -> Predicate:
+    """p as a cut on the target table: itself, or induced along `hops`."""
+    return p if hops is None else JoinInduced(hops, p)
+
+
 def literal_range_cuts(cuts: Counter) -> Counter:
     """Cuts `col < v` between the literals that equality cuts (`col = v`,
     `col IN (...)`) compare one column with, counted as often as those cuts.
@@ -61,7 +71,7 @@ def literal_range_cuts(cuts: Counter) -> Counter:
     values: dict[tuple, set] = {}
     counts: Counter = Counter()
     for cut, n in cuts.items():
-        hops, source = (cut.hops, cut.source) if isinstance(cut, JoinInduced) else (None, cut)
+        hops, source = _path_and_source(cut)
         found = _equality_literals(source)
         if found is None:
             continue
@@ -76,8 +86,7 @@ def literal_range_cuts(cuts: Counter) -> Counter:
     for group, vs in values.items():
         hops, column, _ = group
         for v in sorted(vs)[1:]:
-            cut = Compare(column, "<", v)
-            ranges[cut if hops is None else JoinInduced(hops, cut)] = counts[group]
+            ranges[_on_path(hops, Compare(column, "<", v))] = counts[group]
     return ranges
 
 
@@ -138,7 +147,7 @@ def or_hull_cuts(cuts: Counter) -> Counter:
     cuts give join-induced hulls on the same path."""
     hulls: Counter = Counter()
     for cut, n in cuts.items():
-        hops, source = (cut.hops, cut.source) if isinstance(cut, JoinInduced) else (None, cut)
+        hops, source = _path_and_source(cut)
         if not isinstance(source, Or):
             continue
         try:
@@ -146,7 +155,7 @@ def or_hull_cuts(cuts: Counter) -> Counter:
         except TypeError:  # literals of different types: no hull
             continue
         for hull in found:
-            hulls[hull if hops is None else JoinInduced(hops, hull)] += n
+            hulls[_on_path(hops, hull)] += n
     return hulls
 
 
