@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layout_core.optimize.features import Feature, augment_queries, select_features
-from layout_core.optimize.fineblock import BlockingMap, VectorCounts, bottom_up, objective
+from layout_core.optimize.fineblock import BlockingMap, VectorCounts, bottom_up, objective, unpack_bit_strings
 from layout_core.predicates import Column, Compare, conj, in_list, to_sql
 
 # ---------------------------------------------------------------------------
@@ -357,3 +357,17 @@ def test_wide_vectors_use_several_words():
     bm = bottom_up(vc, 50)
     check_map(vectors, counts, weights, 50, bm)
     assert bottom_up(vc, 50) == bm
+
+
+def test_bit_strings_unpack_to_one_row_per_vector():
+    # character j is feature j: '101' holds features 0 and 2
+    assert unpack_bit_strings(["101", "000", "011"], 3).tolist() == [
+        [True, False, True], [False, False, False], [False, True, True]]
+    # 70 features, more than a long holds: feature 69 is the last character
+    wide = unpack_bit_strings(["0" * 69 + "1", "1" + "0" * 69], 70)
+    assert wide.shape == (2, 70) and np.flatnonzero(wide[0]).tolist() == [69] and wide[1, 0]
+    assert unpack_bit_strings(["", ""], 0).shape == (2, 0)  # no cuts: every row has the empty vector
+    with pytest.raises(ValueError):
+        unpack_bit_strings(["10", "1"], 2)  # a string of the wrong length
+    with pytest.raises(ValueError):
+        unpack_bit_strings(["1x"], 2)

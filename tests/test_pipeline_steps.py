@@ -151,3 +151,51 @@ def test_nulls_in_filtered_columns_route_correctly(spark, env, tmp_path):
             assert ok, f"{sql}: {why}"
     finally:
         spark.catalog.dropTempView("lineitem")
+
+
+def test_a_log_with_more_cuts_than_a_long_has_bits_keeps_them_all(spark, env, tmp_path):
+    from pyspark.sql import functions as F
+
+    from layout_core.skipping.rewrite import rewrite_sql
+    from layout_core.spark.compare import same_rows
+    from layout_core.spark.views import register_layout_views
+
+    c = env["catalog"]
+    # 70 distinct range cuts l_partkey < 20, < 40, ..., < 1400 (SF 0.01 part keys are 1..2000)
+    log = tmp_path / "many.sql"
+    log.write_text("".join(f"SELECT sum(l_quantity) FROM lineitem WHERE l_partkey < {20 * k};\n"
+                           for k in range(1, 71)))
+    paths = steps.RunPaths(env["warehouse"], "lineitem", "1995", "run-wide")
+    steps.run_in_process(spark, c, SCHEMA, paths, str(env["source"]), "qdtree", 500, str(log),
+                         date_column="l_shipdate", start="1995-01-01", end="1996-01-01",
+                         sort_column="l_shipdate")
+    layout = c.active_layout("lineitem", "1995")
+    assert len(layout.cuts) == 70
+    (last,) = [cut for cut in layout.cuts if cut.position == 69]  # past the 63 bits of a long
+    bound = int(last.sql.removeprefix("l_partkey < "))
+    # its union bit is exact per block: set exactly where some row has l_partkey < bound
+    rows = spark.read.parquet(*[b.path for b in layout.blocks])
+    holding = {r[0] for r in rows.where(F.col("l_partkey") < bound).select(F.input_file_name()).collect()}
+    for block in layout.blocks:
+        has_rows = any(f"block_id={block.block_id}/" in name for name in holding)
+        assert bool(block.union_bits >> 69 & 1) == has_rows
+    assert any(block.union_bits >> 69 & 1 == 0 for block in layout.blocks)
+    register_layout_views(spark, c.snapshot(), [LINEITEM])
+    index = RoutingIndex.from_snapshot(c.snapshot())
+    try:
+        for bound in (20, 700, 1390, bound):
+            sql = f"SELECT l_orderkey, l_linenumber FROM lineitem WHERE l_partkey < {bound}"
+            route = route_query(sql, index, SCHEMA)
+            assert len(route.refs[0].blocks) < route.refs[0].blocks_total
+            same, why = same_rows(spark.sql(sql).collect(), spark.sql(rewrite_sql(route, index)).collect())
+            assert same, f"{sql}: {why}"
+    finally:
+        spark.catalog.dropTempView("lineitem")
+
+
+def test_featurized_rows_of_an_older_version_are_refused(spark, env):
+    paths = steps.RunPaths(env["warehouse"], "lineitem", "1995", "run-old")
+    # before bit strings, the vector was a long column
+    spark.range(3).selectExpr("id AS l_orderkey", "id AS _vec").write.parquet(str(paths.file("featurized")))
+    with pytest.raises(steps.StepError, match="run featurize again"):
+        steps.reduce_vectors(spark, paths)

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..optimize.features import select_features
-from ..optimize.fineblock import VectorCounts, bottom_up, unpack_vectors
+from ..optimize.fineblock import VectorCounts, bottom_up, unpack_bit_strings
 from ..predicates import Predicate, TRUE, conj, conjuncts, to_sql
 from ..schema import Schema, TableSchema, load_schema
 from ..skipping.router import LayoutIndex, route_layout
@@ -52,7 +52,7 @@ DATE_COLUMNS = ("o_orderdate", "l_shipdate", "l_commitdate", "l_receiptdate")
 # a long run: the full JIT pays off
 LONG_RUN_JVM = {"spark.driver.extraJavaOptions": "-XX:ReservedCodeCacheSize=512m"}
 BLOCKS_PER_PARTITION = 10
-PIECE_KEYS = "month string, _vec long"  # fineblock runs per month partition  # see the module docstring
+PIECE_KEYS = "month string, _vec string"  # fineblock runs per month partition  # see the module docstring
 
 
 def wide_schema(schema: Schema) -> TableSchema:
@@ -142,17 +142,17 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
             started = time.monotonic()
             by_month: dict[str, list] = {}
             for r in pairs:
-                by_month.setdefault(r["month"], []).append((int(r["_vec"]), int(r["count"])))
+                by_month.setdefault(r["month"], []).append((r["_vec"], int(r["count"])))
             weights = np.array([f.support for f in features], dtype=float)
             pieces, offset = [], 0
             for month in sorted(by_month):
                 items = sorted(by_month[month])
-                codes = np.array([v for v, _ in items], dtype=np.int64)
-                vectors = unpack_vectors(codes, len(cuts))
+                keys = [v for v, _ in items]
+                vectors = unpack_bit_strings(keys, len(cuts))
                 counts = np.array([c for _, c in items], dtype=np.int64)
                 bm = bottom_up(VectorCounts(vectors, counts, weights), size)
                 for vi, b, s, e in zip(bm.vector_index, bm.block, bm.row_start, bm.row_end):
-                    pieces.append((month, int(codes[vi]), int(b) + offset, int(s), int(e)))
+                    pieces.append((month, keys[vi], int(b) + offset, int(s), int(e)))
                 offset += bm.n_blocks
             return pieces, offset, time.monotonic() - started
 

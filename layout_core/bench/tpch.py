@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..optimize.fineblock import VectorCounts
+from ..optimize.fineblock import VectorCounts, unpack_bit_strings
 from .sun import LONG_RUN_JVM
 from ..optimize.qdtree import greedy_tree, leaf_blocks, route_vectors
 from ..predicates import Predicate, to_sql
@@ -93,9 +93,10 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_cut_flags, with_tree_blocks, write_block_folders
+    from ..spark.blocks import (BLOCK_COLUMN, VECTOR_COLUMN, cut_flag_columns, summarize_blocks, with_bit_vector,
+                                with_tree_blocks, write_block_folders)
     from ..spark.curves import curve_block_index, with_curve_key
-    from ..spark.induced import with_induced_flags
+    from ..spark.induced import with_layout_cut_flags
     from ..spark_session import local_session
 
     work = work.resolve()
@@ -131,13 +132,8 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
             order = [F.xxhash64(*data_cols)]
             simple, induced = candidate_cut_lists(train, name, key_hops, max_per_kind=max_cuts)
             cuts: list[Predicate] = simple + induced
-            flagged = with_cut_flags(df, [to_sql(c) for c in simple])
-            flagged = with_induced_flags(flagged, induced, tables).frame
-            flag_cols = [f"_cut{i}" for i in range(len(simple))] + [f"_ji{i}" for i in range(len(induced))]
-            renamed = flagged.select(*data_cols, *[F.col(c).alias(f"_f{i}") for i, c in enumerate(flag_cols)])
-            flags = [f"_f{i}" for i in range(len(cuts))]
-            keyed = renamed.withColumn("_key", F.concat_ws("", F.lit("k"), *[F.col(c).cast("int") for c in flags]))
-            keyed = keyed.cache()
+            flags = cut_flag_columns(len(cuts))
+            keyed = with_bit_vector(with_layout_cut_flags(df, cuts, tables), len(cuts)).cache()
             n_rows = keyed.count()
             table_rows[name] = n_rows
             log.info("%s: %d rows, %d simple and %d join-induced cuts", name, n_rows, len(simple), len(induced))
@@ -146,9 +142,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 write = spark_e2e and kind in E2E_LAYOUTS
                 if write:  # computed once for the summaries and the block folders
                     blocked = blocked.persist()
-                renamed_flags = blocked.select(
-                    *data_cols, BLOCK_COLUMN, *[F.col(f).alias(f"_cut{i}") for i, f in enumerate(flags)])
-                summaries = summarize_blocks(renamed_flags, table, len(cuts))
+                summaries = summarize_blocks(blocked, table, len(cuts))
                 blocks_total[kind][name] = len(summaries)
                 if write:
                     shutil.rmtree(folders / kind / name, ignore_errors=True)  # no block of an earlier run
@@ -183,10 +177,10 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 rate = min(1.0, tree_sample_rows / max(1, n_rows))
                 sample = keyed if rate >= 1.0 else keyed.where(
                     F.pmod(F.xxhash64(*data_cols), F.lit(SAMPLE_MODULUS)) < int(rate * SAMPLE_MODULUS))
-                pairs = sample.groupBy("_key").count().collect()
-                keys = [r["_key"] for r in pairs]
+                pairs = sample.groupBy(VECTOR_COLUMN).count().collect()
+                keys = [r[VECTOR_COLUMN] for r in pairs]
                 counts = np.array([r["count"] for r in pairs], dtype=np.int64)
-                vectors = np.array([[ch == "1" for ch in k[1:]] for k in keys], dtype=bool).reshape(len(keys), len(cuts))
+                vectors = unpack_bit_strings(keys, len(cuts))
                 scale = n_rows / max(1, int(counts.sum()))
                 tree_sample[name] = {"rows": int(counts.sum()), "vectors": len(keys), "scale": round(scale, 3)}
                 workload = workload_matrices(train, name, key_hops, cuts)
@@ -201,7 +195,8 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                     plan = leaf_blocks(root, block_rows, scale=scale)
                     if rate >= 1.0:
                         leaf_of_key = route_vectors(root, vectors)
-                        routed, key_leaves, key_ddl = keyed, list(zip(keys, leaf_of_key.tolist())), "_key string"
+                        routed, key_ddl = keyed, f"{VECTOR_COLUMN} string"
+                        key_leaves = list(zip(keys, leaf_of_key.tolist()))
                     else:  # rows the sample did not see: route by the cut flags in Spark
                         routed = keyed.withColumn("_leaf_key", leaf_column(root, flags))
                         key_leaves, key_ddl = [(i, i) for i in range(len(plan.n_blocks))], "_leaf_key int"

@@ -42,10 +42,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
 
 import numpy as np
 
-__all__ = ["VectorCounts", "BlockingMap", "bottom_up", "objective"]
+__all__ = ["VectorCounts", "BlockingMap", "bottom_up", "objective", "unpack_bit_strings"]
 
 log = logging.getLogger(__name__)
 
@@ -145,10 +146,13 @@ class BlockingMap:
     __hash__ = None  # type: ignore[assignment]
 
 
-def unpack_vectors(codes: np.ndarray, m: int) -> np.ndarray:
-    """(n, m) bool from n bit-packed integer vectors (bit j = feature j)."""
-    codes = np.asarray(codes, dtype=np.int64)
-    return ((codes[:, None] >> np.arange(m, dtype=np.int64)) & 1).astype(bool)
+def unpack_bit_strings(keys: Sequence[str], m: int) -> np.ndarray:
+    """(n, m) bool from n strings of m '0'/'1' characters (character j = feature j),
+    the vectors' form on the Spark side (`spark.blocks.with_bit_vector`)."""
+    chars = np.frombuffer("".join(keys).encode("ascii"), dtype=np.uint8)
+    if chars.size != len(keys) * m or not np.isin(chars, (ord("0"), ord("1"))).all():
+        raise ValueError(f"expected {len(keys)} strings of {m} '0'/'1' characters")
+    return chars.reshape(len(keys), m) == ord("1")
 
 
 def objective(vc: VectorCounts, blocking_map: BlockingMap) -> float:

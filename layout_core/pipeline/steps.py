@@ -30,7 +30,6 @@ from ..schema import Schema, TableSchema
 
 log = logging.getLogger("layout.pipeline")
 
-MAX_FEATURES = 62  # the bit vector is one signed 64-bit column
 TREE_OPTIMIZERS = ("qdtree", "mto")
 CURVE_OPTIMIZERS = ("zorder", "hilbert")
 OPTIMIZERS = ("fineblock", "sortkey", *TREE_OPTIMIZERS, *CURVE_OPTIMIZERS)
@@ -152,8 +151,8 @@ def _sun_features(summary, schema: Schema, table: str, num_features: int, min_su
     from ..optimize.features import select_features
     from ..sql.analysis import candidate_cuts
 
-    if num_features > MAX_FEATURES:
-        raise StepError(f"at most {MAX_FEATURES} features fit the bit vector, not {num_features}")
+    if num_features < 0:
+        raise StepError(f"the number of features must not be negative, not {num_features}")
     if summary is None:
         return []
     key_hops = schema.key_hops()
@@ -169,19 +168,15 @@ def _sun_features(summary, schema: Schema, table: str, num_features: int, min_su
 
 def tree_cuts(analyses, schema: Schema, table: str, optimizer: str,
               exclude_columns: Sequence[str] = ()) -> tuple[list[Predicate], list[Predicate]]:
-    """Candidate cuts of a qd-tree optimizer: (simple, join-induced), at most
-    MAX_FEATURES together, the most frequent first; `qdtree` uses simple cuts only."""
+    """Candidate cuts of a qd-tree optimizer: (simple, join-induced), the most
+    frequent first, as many of each kind as B1 keeps (`candidate_cut_lists`'s
+    default); `qdtree` uses simple cuts only."""
     from ..workload.tree_inputs import candidate_cut_lists
 
-    simple, induced = candidate_cut_lists(analyses, table, schema.key_hops(), max_per_kind=MAX_FEATURES)
+    simple, induced = candidate_cut_lists(analyses, table, schema.key_hops())
     excluded = set(exclude_columns)
     simple = [c for c in simple if c.columns() and not c.columns() & excluded]
-    if optimizer != "mto":
-        induced = []
-    # share the bit vector: each kind gets half, and what one kind leaves unused
-    n_induced = min(len(induced), max(MAX_FEATURES - len(simple), MAX_FEATURES // 2))
-    n_simple = min(len(simple), MAX_FEATURES - n_induced)
-    return simple[:n_simple], induced[:n_induced]
+    return simple, (induced if optimizer == "mto" else [])
 
 
 def _path_tables(cut) -> set[str]:
@@ -331,10 +326,14 @@ def reduce_vectors(spark, paths: RunPaths, sample_fraction: float = 1.0, seed: i
     fraction estimates the full count with no cardinality adjustment (MTO §4.2
     needs one because it samples the dimension tables too).
     """
+    from ..spark.blocks import VECTOR_COLUMN
+
     t0 = time.monotonic()
     if not 0 < sample_fraction <= 1:
         raise StepError(f"the sample fraction must be in (0, 1], not {sample_fraction}")
     df = spark.read.parquet(str(paths.file("featurized")))
+    if dict(df.dtypes).get(VECTOR_COLUMN) != "string":
+        raise StepError("the featurized rows were written by an older version: run featurize again")
     pairs = _vector_counts(df.sample(fraction=sample_fraction, seed=seed) if sample_fraction < 1 else df)
     if sample_fraction < 1 and sum(c for _, c in pairs) < MIN_SAMPLE_ROWS:
         log.warning("reduce %s/%s: a %.4g sample has only %d rows, too few to estimate blocks; using all rows",
@@ -347,10 +346,11 @@ def reduce_vectors(spark, paths: RunPaths, sample_fraction: float = 1.0, seed: i
                                      "seconds": round(time.monotonic() - t0, 2)})
 
 
-def _vector_counts(df) -> list[tuple[int, int]]:
+def _vector_counts(df) -> list[tuple[str, int]]:
+    """(bit string, rows) of every distinct vector, sorted."""
     from ..spark.blocks import VECTOR_COLUMN
 
-    return sorted((int(r[0]), int(r[1])) for r in df.groupBy(VECTOR_COLUMN).count().collect())
+    return sorted((r[0], int(r[1])) for r in df.groupBy(VECTOR_COLUMN).count().collect())
 
 
 # ---------------------------------------------------------------------------
@@ -373,11 +373,11 @@ def _tree_blocking(pairs: list, features: dict, workload: dict, block_size: int,
                    sort_columns: list[str]) -> dict:
     import numpy as np
 
-    from ..optimize.fineblock import VectorCounts, unpack_vectors
+    from ..optimize.fineblock import VectorCounts, unpack_bit_strings
     from ..optimize.qdtree import Workload, greedy_tree, leaf_blocks, leaves, tree_to_json
 
     m = len(features["cuts"])
-    vectors = unpack_vectors(np.array([v for v, _ in pairs], dtype=np.int64), m)
+    vectors = unpack_bit_strings([v for v, _ in pairs], m)
     vc = VectorCounts(vectors, np.array([c for _, c in pairs], dtype=np.int64), np.ones(m))
     queries = len(workload["implies"])
     matrices = Workload(np.array(workload["implies"], dtype=bool).reshape(queries, m),
@@ -398,7 +398,7 @@ def optimize(paths: RunPaths, table: TableSchema, optimizer: str, block_size: in
     """The blocking map: which rows go to which block."""
     import numpy as np
 
-    from ..optimize.fineblock import VectorCounts, bottom_up, unpack_vectors
+    from ..optimize.fineblock import VectorCounts, bottom_up, unpack_bit_strings
 
     t0 = time.monotonic()
     if optimizer not in OPTIMIZERS:
@@ -407,6 +407,8 @@ def optimize(paths: RunPaths, table: TableSchema, optimizer: str, block_size: in
         raise StepError(f"block size must be positive, not {block_size}")
     reduced = _read_json(paths.file("vectors.json"), "optimize")
     pairs, fraction = reduced["pairs"], reduced.get("sample_fraction", 1.0)
+    if pairs and not isinstance(pairs[0][0], str):
+        raise StepError("vectors.json was written by an older version: run featurize and reduce again")
     features = _features(paths)
     if _cut_family(features["optimizer"]) != _cut_family(optimizer):
         raise StepError(f"featurize ran for {features['optimizer']}, not {optimizer}: run it again")
@@ -440,12 +442,12 @@ def optimize(paths: RunPaths, table: TableSchema, optimizer: str, block_size: in
         blocking = {"kind": "fineblock", "n_blocks": 0, "pieces": []}
     else:
         m = len(features["cuts"])
-        vectors = unpack_vectors(np.array([v for v, _ in pairs], dtype=np.int64), m)
+        vectors = unpack_bit_strings([v for v, _ in pairs], m)
         counts = np.array([c for _, c in pairs], dtype=np.int64)
         weights = np.array([f["support"] for f in features["cuts"]], dtype=float)
         result = bottom_up(VectorCounts(vectors, counts, weights), block_size, progress=False)
         pieces = [
-            [int(pairs[vi][0]), int(b), int(s), int(e)]
+            [pairs[vi][0], int(b), int(s), int(e)]
             for vi, b, s, e in zip(result.vector_index, result.block, result.row_start, result.row_end)
         ]
         blocking = {"kind": "fineblock", "n_blocks": int(result.n_blocks), "pieces": pieces}
@@ -462,11 +464,10 @@ def optimize(paths: RunPaths, table: TableSchema, optimizer: str, block_size: in
 
 def _block_index(df, blocking: dict):
     """The 0-based block index of every row, from the blocking map (deterministic)."""
-    import numpy as np
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..optimize.fineblock import unpack_vectors
+    from ..optimize.fineblock import unpack_bit_strings
     from ..optimize.qdtree import route_vectors, tree_from_json
     from ..spark.blocks import VECTOR_COLUMN, with_pieces, with_tree_blocks
     from ..spark.curves import curve_block_index, with_curve_key
@@ -484,13 +485,12 @@ def _block_index(df, blocking: dict):
         return blocked.withColumn("_block", F.col("_block").cast("int")).drop("_curve")
     if kind == "tree":
         # every vector of the full data, also one a sample never saw, reaches a leaf
-        keys = [int(r[0]) for r in df.select(VECTOR_COLUMN).distinct().collect()]
-        leaf_of = route_vectors(tree_from_json(blocking["tree"]),
-                                unpack_vectors(np.array(keys, dtype=np.int64), blocking["n_cuts"]))
-        return with_tree_blocks(df, [(k, int(leaf)) for k, leaf in zip(keys, leaf_of)], f"{VECTOR_COLUMN} long",
+        keys = [r[0] for r in df.select(VECTOR_COLUMN).distinct().collect()]
+        leaf_of = route_vectors(tree_from_json(blocking["tree"]), unpack_bit_strings(keys, blocking["n_cuts"]))
+        return with_tree_blocks(df, [(k, int(leaf)) for k, leaf in zip(keys, leaf_of)], f"{VECTOR_COLUMN} string",
                                 blocking["leaf_first_block"], blocking["leaf_n_blocks"],
                                 blocking["sort_columns"], order)
-    return with_pieces(df, [tuple(p) for p in blocking["pieces"]], f"{VECTOR_COLUMN} long", order)
+    return with_pieces(df, [tuple(p) for p in blocking["pieces"]], f"{VECTOR_COLUMN} string", order)
 
 
 def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog, optimizer: str,

@@ -34,18 +34,20 @@ def with_cut_flags(df: DataFrame, cut_sqls: Sequence[str]) -> DataFrame:
 
 
 def with_bit_vector(df: DataFrame, n_cuts: int) -> DataFrame:
-    """The cut flag columns packed into one bigint `_vec` (bit i = cut i), for at most 62 cuts."""
-    vector = F.lit(0).cast("long")
-    for i, flag in enumerate(cut_flag_columns(n_cuts)):
-        vector = vector + F.when(F.col(flag), F.lit(1 << i).cast("long")).otherwise(F.lit(0).cast("long"))
-    return df.withColumn(VECTOR_COLUMN, vector)
+    """The cut flag columns as one string `_vec` of '0' and '1' (character i = cut i).
+
+    One key column to group and join rows by, for any number of cuts (a long
+    holds 63); Parquet stores it compactly, since a partition has few
+    distinct vectors. `optimize.fineblock.unpack_bit_strings` reads it back."""
+    flags = [F.when(F.col(flag), F.lit("1")).otherwise(F.lit("0")) for flag in cut_flag_columns(n_cuts)]
+    return df.withColumn(VECTOR_COLUMN, F.concat(*flags) if flags else F.lit(""))
 
 
 def with_pieces(df: DataFrame, pieces: Sequence[tuple], key_ddl: str, order: Sequence[Column]) -> DataFrame:
     """Apply a blocking map: `_block` for every row.
 
     `pieces` are (key..., block, row_start, row_end) rows with key columns as in
-    `key_ddl` (e.g. "_vec long"): rows of a key, numbered in `order`, go to
+    `key_ddl` (e.g. "_vec string"): rows of a key, numbered in `order`, go to
     `block` when their number is in [row_start, row_end). The order must be
     deterministic so that a retry puts the same rows in the same blocks.
     """
