@@ -80,3 +80,13 @@ def test_skipping_happens_on_mto_layouts(mto):
     (q6,) = [q for q in queries if q.template == 6]
     (lineitem,) = route_query(q6.sql, mto["index"], SCHEMA).refs
     assert len(lineitem.blocks) < lineitem.blocks_total / 2  # one ship year of seven
+
+
+def test_q21_subqueries_skip_lineitem_blocks_through_their_correlation(mto):
+    # l2 and l3 are correlated with l1 on l_orderkey, and l1 joins orders with
+    # o_orderstatus = 'F': all three read only blocks holding such orders' lines
+    # (the answers are compared in Spark above)
+    (q21,) = generate(1, seed=5, templates=[21], scale_factor=0.01)
+    lineitems = [r for r in route_query(q21.sql, mto["index"], SCHEMA).refs if r.table == "lineitem"]
+    assert len(lineitems) == 3
+    assert all(len(r.blocks) < r.blocks_total for r in lineitems), [len(r.blocks) for r in lineitems]

@@ -112,6 +112,66 @@ def test_q5_induced_paths_reach_lineitem_from_region():
     assert short == {1, 3}
 
 
+def _induced_sql(a, ref):
+    return {" / ".join(map(str, ip.hops)): to_sql(ip.predicate.source)
+            for ip in a.induced(ref.key, SCHEMA.key_hops())}
+
+
+def test_q21_subqueries_on_lineitem_get_the_outer_orders_filter_through_the_correlation():
+    # l2 and l3 match l1 on l_orderkey, and l1 matches orders on its key: only
+    # orders with o_orderstatus = 'F' can be needed, in all three references.
+    (q21,) = generate(1, seed=1, templates=[21])
+    a = analyze(q21.sql, SCHEMA)
+    by_alias = {r.alias: r for r in a.refs}
+    orders_path = "orders.o_orderkey->lineitem.l_orderkey"
+    for alias in ("l1", "l2", "l3"):
+        assert _induced_sql(a, by_alias[alias])[orders_path] == "o_orderstatus = 'F'"
+    # l1's supplier filter is not passed on: l2 and l3 join l1 on l_suppkey only by <>
+    nation_path = "nation.n_nationkey->supplier.s_nationkey / supplier.s_suppkey->lineitem.l_suppkey"
+    assert nation_path in _induced_sql(a, by_alias["l1"])
+    assert set(_induced_sql(a, by_alias["l2"])) == set(_induced_sql(a, by_alias["l3"])) == {orders_path}
+
+
+def test_q20_lineitem_gets_the_part_and_nation_filters_through_partsupp():
+    # lineitem is correlated with partsupp on both keys; partsupp's part key is
+    # IN the parts named like the colour, its supplier key IN the nation's suppliers
+    (q20,) = generate(1, seed=1, templates=[20])
+    a = analyze(q20.sql, SCHEMA)
+    (lineitem,) = a.refs_of_table("lineitem")
+    (nation,) = a.refs_of_table("nation")
+    induced = _induced_sql(a, lineitem)
+    assert induced["part.p_partkey->lineitem.l_partkey"].startswith("p_name LIKE '")
+    nation_path = "nation.n_nationkey->supplier.s_nationkey / supplier.s_suppkey->lineitem.l_suppkey"
+    assert induced[nation_path] == to_sql(a.filter(nation.key))
+
+
+def test_no_relay_without_equal_keys_all_the_way():
+    # NOT IN gives no edge; a correlation by <> is not an equality; a relay ends at
+    # the parent's key column, not another of its columns
+    hops = SCHEMA.key_hops()
+    a = analyze("SELECT * FROM lineitem l1, orders o WHERE o.o_orderkey = l1.l_orderkey AND o.o_orderstatus = 'F' "
+                "AND l1.l_orderkey NOT IN (SELECT l2.l_orderkey FROM lineitem l2)", SCHEMA)
+    assert a.induced(next(r for r in a.refs if r.alias == "l2").key, hops) == ()
+    a = analyze("SELECT * FROM lineitem l1, orders o WHERE o.o_orderkey = l1.l_orderkey AND o.o_orderstatus = 'F' "
+                "AND EXISTS (SELECT * FROM lineitem l2 WHERE l2.l_orderkey <> l1.l_orderkey)", SCHEMA)
+    assert a.induced(next(r for r in a.refs if r.alias == "l2").key, hops) == ()
+    a = analyze("SELECT * FROM lineitem l1, orders o WHERE o.o_custkey = l1.l_orderkey AND o.o_orderstatus = 'F' "
+                "AND EXISTS (SELECT * FROM lineitem l2 WHERE l2.l_orderkey = l1.l_orderkey)", SCHEMA)
+    assert a.induced(next(r for r in a.refs if r.alias == "l2").key, hops) == ()
+
+
+@pytest.mark.timeout(60)
+def test_a_long_chain_of_equal_keys_is_walked_once_per_reference():
+    # twelve lineitem references on one order key: a transitively closed class
+    # whose simple paths number in the billions; the relay visits each once
+    refs = ", ".join(f"lineitem l{i}" for i in range(12))
+    joins = " AND ".join(f"l{i}.l_orderkey = l{i + 1}.l_orderkey" for i in range(11))
+    a = analyze(f"SELECT count(*) FROM orders o, {refs} WHERE o.o_orderkey = l0.l_orderkey "
+                f"AND o.o_orderstatus = 'F' AND {joins}", SCHEMA)
+    for r in a.refs_of_table("lineitem"):
+        assert _induced_sql(a, r) == {"orders.o_orderkey->lineitem.l_orderkey": "o_orderstatus = 'F'"}
+
+
 # ---------------------------------------------------------------------------
 # Features, one at a time
 

@@ -11,7 +11,9 @@
 - `edges`: semi-join reductions. An `Edge(a -> b)` says: rows of `b` whose
   column matches no row of `a` that passes `filter(a)` are never needed;
 - `induced(ref, hops)`: join-induced predicates (MTO section 4.1.1), pushed
-  along edges that follow a primary key to a foreign key that references it.
+  along edges that follow a primary key to a foreign key that references it,
+  directly or through a chain of equality edges (a correlated subquery's
+  `l2.l_orderkey = l1.l_orderkey`, where l1 joins orders on its key).
 
 Soundness rules (a filter or edge is kept only when removing the rows it
 excludes cannot change the query's answer):
@@ -132,7 +134,15 @@ class QueryAnalysis:
         self, key: str, key_hops: Iterable[Hop], max_depth: int = DEFAULT_MAX_DEPTH
     ) -> tuple[InducedPredicate, ...]:
         """Join-induced predicates on ref `key`: one per simple path of PK -> FK
-        edges (at most max_depth hops) from a reference with a filter."""
+        edges (at most max_depth hops) from a reference with a filter.
+
+        A hop's edge may also be a chain of edges through other references
+        (`relay`): in TPC-H q21, `l2.l_orderkey = l1.l_orderkey` correlates the
+        subquery's lineitem with the outer one, which joins orders on its key,
+        so l2 needs only the order keys of qualifying orders. Each edge is a
+        semi-join reduction that stays valid after the others are applied, so
+        their chain is one too (MTO §4.1.1 induces into correlated subqueries);
+        the hop itself still starts at the parent's key."""
         by_child = defaultdict(list)
         for hop in key_hops:
             by_child[(hop.child_table, hop.child_column)].append(hop)
@@ -146,17 +156,31 @@ class QueryAnalysis:
         def walk(ref: str, path: tuple[Hop, ...], seen: frozenset[str]) -> None:
             if len(path) >= max_depth:
                 return
-            for e in incoming[ref]:
-                if e.from_ref in seen:
-                    continue
-                for hop in by_child[(table_of[ref], e.to_column)]:
-                    if hop.parent_table != table_of[e.from_ref] or hop.parent_column != e.from_column:
-                        continue
+            for hop in sorted({h for e in incoming[ref] for h in by_child[(table_of[ref], e.to_column)]}, key=str):
+                for source in relay(ref, hop, seen):
                     hops = (hop,) + path
-                    source_filter = self.filter(e.from_ref)
+                    source_filter = self.filter(source)
                     if source_filter != TRUE:
-                        found.append(InducedPredicate(e.from_ref, JoinInduced(hops, source_filter)))
-                    walk(e.from_ref, hops, seen | {e.from_ref})
+                        found.append(InducedPredicate(source, JoinInduced(hops, source_filter)))
+                    walk(source, hops, seen | {source})
+
+        def relay(ref: str, hop: Hop, seen: frozenset[str]) -> list[str]:
+            """The references of the hop's parent table whose key column reaches
+            `ref`'s hop column through a chain of edges (breadth first, each
+            (reference, column) once, none of `seen`)."""
+            sources, queue = [], [(ref, hop.child_column)]
+            visited = set(queue)
+            while queue:
+                at, column = queue.pop(0)
+                for e in incoming[at]:
+                    step = (e.from_ref, e.from_column)
+                    if e.to_column != column or e.from_ref in seen or step in visited:
+                        continue
+                    visited.add(step)
+                    queue.append(step)
+                    if table_of[e.from_ref] == hop.parent_table and e.from_column == hop.parent_column:
+                        sources.append(e.from_ref)
+            return sources
 
         walk(key, (), frozenset([key]))
         return tuple(dict.fromkeys(found))  # the same path can be reached twice via equal edges
