@@ -705,6 +705,8 @@ DATE_CASES = [
         (Compare(D, ">", _d("1.00")), Compare(D, ">=", _d("1.00"))),
         (in_list(x, [1, 2, None]), Compare(x, "<=", 2)),
         (ColumnCompare(I, "<", J), ColumnCompare(I, "<", J)),
+        (ColumnCompare(J, ">", I), ColumnCompare(I, "<", J)),  # one comparison, written both ways
+        (ColumnCompare(J, "<=", I), ColumnCompare(I, ">=", J)),
         (conj(Compare(I, "<", 0), Compare(J, ">", 0)), ColumnCompare(I, "<", J)),
         (Opaque("o1(i)", frozenset({"i"})), Opaque("o1(i)", frozenset({"i"}))),
         *DATE_CASES,
@@ -729,12 +731,22 @@ def test_known_implications(a, b):
         (Between(x, 5, 1), TRUE),  # inverted bounds: never TRUE
         (Compare(x, "<", 5), Compare(x, ">=", 5)),
         (ColumnCompare(I, "<", J), ColumnCompare(I, ">=", J)),
+        (ColumnCompare(J, ">", I), ColumnCompare(I, ">=", J)),
+        (ColumnCompare(J, ">", I), negate(ColumnCompare(I, "<", J))),
     ],
 )
 def test_known_disjoint(a, b):
     assert disjoint(a, b)
     assert disjoint(b, a)
     assert_disjoint_sound(a, b, [])
+
+
+def test_a_column_comparison_is_stored_with_its_columns_in_name_order():
+    assert ColumnCompare(J, ">", I) == ColumnCompare(I, "<", J)
+    assert ColumnCompare(J, "=", I) == ColumnCompare(I, "=", J)
+    flipped = ColumnCompare(J, ">=", I)
+    assert (flipped.left, flipped.op, flipped.right) == (I, "<=", J)
+    assert ColumnCompare(J, "<>", I) != ColumnCompare(I, "=", J)
 
 
 def test_known_non_implications():

@@ -22,6 +22,7 @@ import pytest
 from layout_core.catalog import BlockRecord, Catalog, CutRecord
 from layout_core.predicates import (
     Column,
+    ColumnCompare,
     Compare,
     Hop,
     InList,
@@ -169,6 +170,30 @@ def test_two_references_routed_separately(catalog, blocks):
     route, _ = _route(catalog, sql)
     by_alias = {r.alias: set(r.blocks) for r in route.refs}
     assert by_alias == {"l1": {blocks["A"], blocks["B"]}, "l2": {blocks["B"], blocks["C"]}}
+
+
+@pytest.mark.parametrize(
+    "where,expected",
+    [
+        ("l_commitdate < l_receiptdate", "L"),  # q4's and q12's words: the cut itself
+        ("l_receiptdate > l_commitdate", "L"),  # q21's words for the same rows
+        ("l_receiptdate <= l_commitdate", "N"),  # the cut's negation, written the other way round
+        ("l_receiptdate >= l_commitdate", "LN"),  # admits rows on both sides of the cut
+    ],
+)
+def test_a_column_comparison_cut_routes_queries_that_write_it_either_way(catalog, where, expected):
+    # L: every row is late (receipt after commit); N: no row is late.
+    catalog.register_table("lineitem", "/warehouse/lineitem")
+    version, (late, on_time) = catalog.begin_version("lineitem", "", "handmade", {}, "run-1", 2)
+    cut = ColumnCompare(Column("l_commitdate", "date"), "<", Column("l_receiptdate", "date"))
+    catalog.set_cuts(version, [_cut(0, cut)])
+    catalog.set_blocks(version, [
+        BlockRecord(late, 10, 100, f"/warehouse/lineitem/block_id={late}", {}, 0b1, 0b1),
+        BlockRecord(on_time, 10, 100, f"/warehouse/lineitem/block_id={on_time}", {}, 0b0, 0b0),
+    ])
+    catalog.activate(version)
+    ids = {"L": late, "N": on_time}
+    assert _read(catalog, f"SELECT count(*) FROM lineitem WHERE {where}") == {ids[n] for n in expected}
 
 
 @pytest.mark.parametrize("sql", ["SELEC oops", "SELECT * FROM nope", "SELECT l_nope FROM lineitem", ""])

@@ -134,11 +134,25 @@ class IsNull(Predicate):
 
 @dataclass(frozen=True, slots=True)
 class ColumnCompare(Predicate):
-    """left <op> right, both columns of the same table."""
+    """left <op> right, both columns of the same table, or of two table
+    references when it is a join condition.
+
+    Stored with the columns in name order (`b > a` becomes `a < b`), so that
+    one comparison written both ways is one atom: a cut from q4's
+    `l_commitdate < l_receiptdate` is then the very atom of q21's
+    `l_receiptdate > l_commitdate`, and reasoning by identity sees it.
+    """
 
     left: Column
     op: str
     right: Column
+
+    def __post_init__(self):
+        if self.right < self.left:
+            left, right = self.left, self.right
+            object.__setattr__(self, "left", right)
+            object.__setattr__(self, "right", left)
+            object.__setattr__(self, "op", _FLIPPED_OP[self.op])
 
     def columns(self) -> frozenset[str]:
         return frozenset([self.left.name, self.right.name])
