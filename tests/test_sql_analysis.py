@@ -254,6 +254,31 @@ def test_full_and_right_joins_give_nothing_for_outer_sides():
     assert a.edges == () and a.filters == {}
 
 
+def test_a_table_in_redundant_parentheses_on_the_outer_side_is_still_null_extended():
+    # o is NULL-extended for customers without a matching order: its WHERE filter
+    # `IS NULL` keeps exactly those, so it must not restrict the orders o reads
+    a = analyze("SELECT c.c_custkey FROM customer c LEFT JOIN ((orders o)) ON o.o_custkey = c.c_custkey "
+                "WHERE o.o_orderstatus IS NULL AND c.c_mktsegment = 'X'", SCHEMA)
+    c, o = a.refs
+    assert a.filter(o.key) == TRUE
+    assert a.filter(c.key) == Compare(Column("c_mktsegment", "string"), "=", "X")
+
+
+def test_a_join_in_parentheses_is_refused_not_taken_as_inner():
+    # l is NULL-extended with o here; as an inner join, l's IS NULL would skip its rows
+    with pytest.raises(QueryError, match="join in parentheses"):
+        analyze("SELECT c.c_custkey FROM customer c LEFT JOIN (orders o JOIN lineitem l "
+                "ON l.l_orderkey = o.o_orderkey) ON o.o_custkey = c.c_custkey WHERE l.l_quantity IS NULL", SCHEMA)
+
+
+def test_a_set_operation_inside_a_where_subquery_is_analyzed_around():
+    a = analyze("SELECT count(*) FROM orders o WHERE o.o_totalprice > 5 AND o.o_orderkey IN "
+                "(SELECT l1.l_orderkey FROM lineitem l1 WHERE l1.l_orderkey = o.o_orderkey "
+                "UNION ALL SELECT l2.l_orderkey FROM lineitem l2)", SCHEMA)
+    assert [r.table for r in a.refs] == ["orders", "lineitem", "lineitem"]
+    assert a.filter(a.refs[0].key) == Compare(Column("o_totalprice", "decimal"), ">", Decimal(5))
+
+
 def test_semi_and_anti_joins():
     a = analyze("SELECT * FROM customer c LEFT SEMI JOIN orders o ON c.c_custkey = o.o_custkey "
                 "AND o.o_orderstatus = 'F'", SCHEMA)

@@ -344,6 +344,7 @@ class _Analyzer:
         equalities: list[tuple[str, str, str, str]] = []  # among inner-joined refs
 
         def alias_key(node: exp.Expression) -> set[str]:
+            node = _from_item(node)
             alias = node.alias_or_name
             key = self.local_refs[id(scope)].get(alias)
             return {key} if key else set()
@@ -383,7 +384,8 @@ class _Analyzer:
 
         where = select.args.get("where")
         for child in scope.subquery_scopes:
-            if where is not None and _is_within(child.expression, where):
+            # (a set operation's scope has no references of its own; its SELECTs are scopes of their own)
+            if where is not None and _is_within(child.expression, where) and id(child) in self.local_refs:
                 self._correlations(child, scope)  # records the edges outer -> inner
         for part in _and_parts(where.this if where is not None else None):
             self._subquery_link(scope, _unparen(part), resolve)
@@ -504,6 +506,20 @@ class _Analyzer:
                 self._edge(b, cb, a, ca)
                 found.append((a, ca, b, cb))
         return found
+
+
+def _from_item(node: exp.Expression) -> exp.Expression:
+    """A FROM or JOIN item with redundant parentheses taken off: `((orders o))` is `orders o`.
+
+    A parenthesized join, `LEFT JOIN (orders o JOIN lineitem l ON ...) ON ...`,
+    is refused: which of its tables an outer join makes NULL-extended is not
+    modelled, and taking them as inner joins could skip rows the answer needs.
+    """
+    while isinstance(node, exp.Subquery) and isinstance(node.this, (exp.Table, exp.Subquery)) and not node.alias:
+        node = node.this
+    if node.args.get("joins"):
+        raise QueryError("a join in parentheses inside FROM is not analyzed")
+    return node
 
 
 def _is_within(node: exp.Expression, ancestor: exp.Expression) -> bool:
