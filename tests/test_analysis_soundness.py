@@ -2,7 +2,8 @@
 
 Random orders, lineitem and customer rows (NULLs, duplicate and orphan foreign
 keys, keys no row references) and queries whose references meet through
-joins, correlated EXISTS / NOT EXISTS / scalar subqueries and IN subqueries.
+inner, LEFT, RIGHT and FULL joins, correlated EXISTS / NOT EXISTS / NOT IN /
+scalar subqueries (also under OR and in the SELECT list) and IN subqueries.
 Every reference, or a drawn subset of them, is restricted to the rows its
 predicate admits (its filter and the join-induced predicates, also those
 relayed through a correlation) and the answer must not change. SQLite runs both queries: it is independent of the
@@ -89,6 +90,36 @@ QUERIES = {
         WHERE o.o_orderstatus {s}
           AND o.o_orderkey IN (SELECT l1.l_orderkey FROM lineitem l1 WHERE l1.l_quantity > {q}
                                UNION ALL SELECT l2.l_orderkey FROM lineitem l2 WHERE l2.l_suppkey = {k})""",
+    "explicit JOIN ... ON, then a correlated EXISTS": """
+        SELECT o.o_orderkey, l1.l_linenumber FROM orders o JOIN lineitem l1 ON o.o_orderkey = l1.l_orderkey
+        WHERE o.o_orderstatus {s}
+          AND EXISTS (SELECT * FROM lineitem l2 WHERE l2.l_orderkey = l1.l_orderkey AND l2.l_quantity > {q})""",
+    "RIGHT JOIN: the preserved orders side keeps every row": """
+        SELECT o.o_orderkey, l1.l_linenumber FROM lineitem l1
+        RIGHT JOIN orders o ON o.o_orderkey = l1.l_orderkey AND l1.l_quantity > {q}
+        WHERE o.o_orderstatus {s}""",
+    "FULL JOIN with filters on both sides in WHERE": """
+        SELECT o.o_orderkey, l1.l_linenumber FROM orders o
+        FULL JOIN lineitem l1 ON o.o_orderkey = l1.l_orderkey
+        WHERE (o.o_orderstatus {s} OR o.o_orderkey IS NULL) AND (l1.l_quantity > {q} OR l1.l_quantity IS NULL)""",
+    "anti-join by LEFT JOIN ... IS NULL": """
+        SELECT o.o_orderkey FROM orders o
+        LEFT JOIN lineitem l1 ON l1.l_orderkey = o.o_orderkey AND l1.l_quantity > {q}
+        WHERE l1.l_orderkey IS NULL AND o.o_orderstatus {s}""",
+    "correlated NOT IN, whose subquery may yield NULL": """
+        SELECT l1.l_orderkey, l1.l_linenumber FROM lineitem l1, orders o
+        WHERE o.o_orderkey = l1.l_orderkey AND o.o_orderstatus {s}
+          AND l1.l_suppkey NOT IN (SELECT l2.l_suppkey FROM lineitem l2
+                                   WHERE l2.l_orderkey = l1.l_orderkey AND l2.l_quantity > {q})""",
+    "EXISTS under OR": """
+        SELECT o.o_orderkey FROM orders o
+        WHERE o.o_orderstatus {s}
+           OR EXISTS (SELECT * FROM lineitem l1 WHERE l1.l_orderkey = o.o_orderkey AND l1.l_quantity > {q})""",
+    "scalar subquery in the SELECT list, two hops inside": """
+        SELECT c.c_custkey, (SELECT count(*) FROM orders o, lineitem l1
+                             WHERE o.o_custkey = c.c_custkey AND l1.l_orderkey = o.o_orderkey
+                               AND o.o_orderstatus {s} AND l1.l_quantity > {q}) AS n
+        FROM customer c WHERE c.c_mktsegment = '{seg}'""",
 }
 
 # Small domains shared by every key column, so that keys collide across columns
