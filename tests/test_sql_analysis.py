@@ -271,6 +271,13 @@ def test_a_join_in_parentheses_is_refused_not_taken_as_inner():
                 "ON l.l_orderkey = o.o_orderkey) ON o.o_custkey = c.c_custkey WHERE l.l_quantity IS NULL", SCHEMA)
 
 
+def test_an_aliased_join_in_parentheses_is_a_derived_table_whose_columns_filter_nothing():
+    a = analyze("SELECT c.c_custkey FROM customer c LEFT JOIN (orders o JOIN lineitem l "
+                "ON l.l_orderkey = o.o_orderkey) AS t ON t.o_custkey = c.c_custkey WHERE t.l_quantity IS NULL", SCHEMA)
+    assert [r.table for r in a.refs] == ["customer", "orders", "lineitem"]
+    assert a.filters == {}
+
+
 def test_a_set_operation_inside_a_where_subquery_is_analyzed_around():
     a = analyze("SELECT count(*) FROM orders o WHERE o.o_totalprice > 5 AND o.o_orderkey IN "
                 "(SELECT l1.l_orderkey FROM lineitem l1 WHERE l1.l_orderkey = o.o_orderkey "

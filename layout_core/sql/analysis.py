@@ -514,6 +514,8 @@ def _from_item(node: exp.Expression) -> exp.Expression:
     A parenthesized join, `LEFT JOIN (orders o JOIN lineitem l ON ...) ON ...`,
     is refused: which of its tables an outer join makes NULL-extended is not
     modelled, and taking them as inner joins could skip rows the answer needs.
+    (With an alias, `(orders o JOIN lineitem l ON ...) AS t`, qualify has made
+    it a derived table: a scope of its own, whose columns filter nothing outside.)
     """
     while isinstance(node, exp.Subquery) and isinstance(node.this, (exp.Table, exp.Subquery)) and not node.alias:
         node = node.this
