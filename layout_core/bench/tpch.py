@@ -406,15 +406,15 @@ def needed_rows_queries(spark, schema, statements: list[str], raw_paths: dict, f
         analysis = analyze(sql, schema)
         view_of_ref = {}
         for ref in analysis.refs:
-            predicate = to_sql(analysis.predicate(ref.key, key_hops))
-            key = (ref.table, predicate)
+            predicate = analysis.predicate(ref.key, key_hops)
+            key = (ref.table, to_sql(predicate))
             if key not in views:
                 name = f"needed_copy_{len(views)}"  # no leading "_": Spark takes such folders for hidden files
-                if analysis.predicate(ref.key, key_hops) == TRUE:
+                if predicate == TRUE:
                     path = str(raw_paths[ref.table])
                 else:
                     path = str(folder / name)
-                    spark.table(ref.table).where(predicate).write.parquet(path)
+                    spark.table(ref.table).where(key[1]).write.parquet(path)
                 spark.read.parquet(path).createOrReplaceTempView(name)
                 views[key] = name
             view_of_ref[ref.ref_id] = views[key]
