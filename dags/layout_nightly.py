@@ -32,7 +32,6 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, chain
 JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
 LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")
 
-OPTIMIZERS = ["fineblock", "sortkey", "qdtree", "mto", "zorder", "hilbert"]
 STAR_TABLES = [t for t in os.environ.get(
     "LAYOUT_STAR_TABLES", "region,nation,supplier,customer,part,partsupp,orders,lineitem").split(",") if t]
 
@@ -52,6 +51,13 @@ SPARK_CONF = {
     # short jobs: the JIT's top tier costs more than it saves
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
 }
+# The optimizer and its settings go to featurize only: later steps read them from its artifact.
+FEATURIZE_ARGS = (
+    "--query-log", "{{ params.query_log }}",
+    "--optimizer", "{{ params.optimizer }}",
+    "--block-rows", "{{ params.block_rows }}",
+    "--settings", "{{ params.settings | tojson }}",
+)
 
 
 DAG_DEFAULTS = {
@@ -87,16 +93,12 @@ with DAG(
         "date_column": Param("", type="string", description="column for the date range (optional)"),
         "start": Param("", type="string", description="first date of the batch, inclusive (optional)"),
         "end": Param("", type="string", description="end date of the batch, exclusive (optional)"),
-        "optimizer": Param("fineblock", enum=OPTIMIZERS),
-        "block_size": Param(50000, type="integer", minimum=1, description="minSize, rows per block"),
-        "sort_column": Param("", type="string",
-                             description="column of the sortkey optimizer; in-leaf order of qdtree/mto"),
-        "sample_fraction": Param(1.0, type="number", exclusiveMinimum=0, maximum=1,
-                                 description="qdtree/mto optimize on this fraction of the rows"),
-        "num_feat": Param(15, type="integer", minimum=0, maximum=62, description="features (numFeat)"),
-        "min_support": Param(2, type="integer", minimum=1, description="frequent itemset support T"),
+        "optimizer": Param("fineblock", type="string",
+                           description="a registered optimizer (`layout optimizers` lists them and their settings)"),
+        "block_rows": Param(50000, type="integer", minimum=1, description="rows per block"),
+        "settings": Param({}, type="object",
+                          description='the optimizer\'s other settings, e.g. {"sort_column": "l_shipdate"}'),
         "query_log": Param("", type="string", description="SQL file of past queries"),
-        "exclude_column": Param("", type="string", description="a column never used in features"),
     },
 ) as dag:
     ingest = spark_step(
@@ -106,22 +108,10 @@ with DAG(
         "--start", "{{ params.start }}",
         "--end", "{{ params.end }}",
     )
-    featurize = spark_step(
-        "featurize",
-        "--query-log", "{{ params.query_log }}",
-        "--num-feat", "{{ params.num_feat }}",
-        "--min-support", "{{ params.min_support }}",
-        "--exclude-column", "{{ params.exclude_column }}",
-        "--optimizer", "{{ params.optimizer }}",
-    )
-    reduce = spark_step("reduce", "--sample-fraction", "{{ params.sample_fraction }}")
-    optimizer_args = (
-        "--optimizer", "{{ params.optimizer }}",
-        "--block-size", "{{ params.block_size }}",
-        "--sort-column", "{{ params.sort_column }}",
-    )
-    optimize = spark_step("optimize", *optimizer_args)
-    write_blocks = spark_step("write_blocks", *optimizer_args)
+    featurize = spark_step("featurize", *FEATURIZE_ARGS)
+    reduce = spark_step("reduce")
+    optimize = spark_step("optimize")
+    write_blocks = spark_step("write_blocks")
     verify = spark_step("verify")
     update_catalog = spark_step("update_catalog", outlets=[LAYOUT_CATALOG])
 
@@ -130,23 +120,22 @@ with DAG(
 
 def table_steps(table: str, fact: bool) -> TaskGroup:
     """The seven steps of one table of the star DAG: the fact table gets the run's
-    partition and date range, a dimension table is laid out whole."""
+    partition, date range and settings, a dimension table is laid out whole."""
     run_args = ["--table", table, "--partition", "{{ params.partition or ds }}" if fact else "",
                 "--run-id", RUN_ID]
-    block_size = "{{ params.block_size }}" if fact else "{{ params.dimension_block_size }}"
-    optimizer_args = ("--optimizer", "{{ params.optimizer }}", "--block-size", block_size,
-                      "--sort-column", "{{ params.sort_column }}" if fact else "")
+    # the settings name the fact table's columns: dimension tables get the defaults
+    featurize_args = FEATURIZE_ARGS if fact else (
+        "--query-log", "{{ params.query_log }}", "--optimizer", "{{ params.optimizer }}",
+        "--block-rows", "{{ params.dimension_block_rows }}")
     with TaskGroup(group_id=table) as group:
         chain(
             spark_step("ingest", "--source", f"{{{{ params.source_dir }}}}/{table}.parquet",
                        *(("--date-column", "{{ params.date_column }}", "--start", "{{ params.start }}",
                           "--end", "{{ params.end }}") if fact else ()), run_args=run_args),
-            spark_step("featurize", "--query-log", "{{ params.query_log }}",
-                       "--optimizer", "{{ params.optimizer }}", run_args=run_args),
-            spark_step("reduce", "--sample-fraction", "{{ params.sample_fraction }}" if fact else "1",
-                       run_args=run_args),
-            spark_step("optimize", *optimizer_args, run_args=run_args),
-            spark_step("write_blocks", *optimizer_args, run_args=run_args),
+            spark_step("featurize", *featurize_args, run_args=run_args),
+            spark_step("reduce", run_args=run_args),
+            spark_step("optimize", run_args=run_args),
+            spark_step("write_blocks", run_args=run_args),
             spark_step("verify", run_args=run_args),
             spark_step("update_catalog", run_args=run_args, outlets=[LAYOUT_CATALOG]),
         )
@@ -164,13 +153,10 @@ with DAG(
         "date_column": Param("", type="string", description="fact column for the date range (optional)"),
         "start": Param("", type="string", description="first date of the fact batch, inclusive (optional)"),
         "end": Param("", type="string", description="end date of the fact batch, exclusive (optional)"),
-        "optimizer": Param("mto", enum=OPTIMIZERS),
-        "block_size": Param(50000, type="integer", minimum=1, description="rows per fact block"),
-        "dimension_block_size": Param(50000, type="integer", minimum=1,
-                                      description="rows per dimension block"),
-        "sort_column": Param("", type="string", description="in-leaf order of the fact table"),
-        "sample_fraction": Param(1.0, type="number", exclusiveMinimum=0, maximum=1,
-                                 description="optimize the fact table on this fraction of its rows"),
+        "optimizer": Param("mto", type="string", description="a registered optimizer"),
+        "block_rows": Param(50000, type="integer", minimum=1, description="rows per fact block"),
+        "dimension_block_rows": Param(50000, type="integer", minimum=1, description="rows per dimension block"),
+        "settings": Param({}, type="object", description="the optimizer's other settings for the fact table"),
         "query_log": Param("", type="string", description="SQL file of past queries"),
     },
 ) as star_dag:

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .errors import ToolError
+
 PROJECT = Path(__file__).resolve().parent.parent
 
 
@@ -54,7 +56,7 @@ def ensure_airflow_db(env: dict) -> None:
 
 def run_dag_test(env: dict, dag_id: str, conf: dict, logical_date: str | None = None,
                  log_file: Path | None = None) -> subprocess.CompletedProcess:
-    """Run one DAG run to the end; raises RuntimeError (with the log tail) when it fails."""
+    """Run one DAG run to the end; raises ToolError (with the log tail) when it fails."""
     ensure_airflow_db(env)
     cmd = [_airflow(), "dags", "test", dag_id, "-c", json.dumps(conf)]
     if logical_date:
@@ -67,5 +69,5 @@ def run_dag_test(env: dict, dag_id: str, conf: dict, logical_date: str | None = 
     failed = done.returncode != 0 or "state=failed" in output.replace(" ", "") or "DagRunState.FAILED" in output
     if failed:
         tail = "\n".join(output.splitlines()[-40:])
-        raise RuntimeError(f"airflow dags test {dag_id} failed (exit {done.returncode}):\n{tail}")
+        raise ToolError(f"airflow dags test {dag_id} failed (exit {done.returncode}):\n{tail}")
     return done

@@ -6,6 +6,7 @@
     layout route "<sql>" [--json]
     layout rewrite "<sql>"
     layout catalog show
+    layout optimizers
 
 Settings (catalog URL, warehouse, schema) come from flags, then LAYOUT_*
 environment variables, then layout.yaml (see layout_core.config).
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from .catalog import CatalogError
 from .config import load_settings
+from .errors import UserError
 
 log = logging.getLogger("layout")
 
@@ -201,10 +203,32 @@ def cmd_bench_sun(args) -> int:
 def cmd_bench_tpch(args) -> int:
     from .bench.tpch import format_result, run
 
+    layouts = tuple(name for name in args.layouts.split(",") if name)
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
-                 work=Path(args.work), layouts=tuple(args.layouts.split(",")), spark_e2e=args.spark)
+                 work=Path(args.work), layouts=layouts, spark_e2e=args.spark)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2) if args.json else format_result(result))
+    return 0
+
+
+def cmd_optimizers(args) -> int:
+    from .optimizers import REGISTRY
+
+    print("\n\n".join(optimizer.describe() for optimizer in REGISTRY.values()))
+    return 0
+
+
+def cmd_gc(args) -> int:
+    from .gc import run_gc
+
+    report = run_gc(args.older_than, dry_run=args.dry_run, catalog_url=args.catalog,
+                    warehouse=args.warehouse)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 0
+    for item in report.kept:
+        print(f"kept {item.what}: {item.reason}")
+    print(report.summary())
     return 0
 
 
@@ -311,6 +335,18 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
 
+    opt = sub.add_parser("optimizers", help="the registered layout optimizers and their settings")
+    opt.set_defaults(func=cmd_optimizers)
+
+    gc = sub.add_parser("gc", help="delete block folders of retired versions and orphaned run staging")
+    gc.add_argument("--older-than", default="24h",
+                    help="grace period since a version left service (30m, 24h, 7d; default 24h)")
+    gc.add_argument("--dry-run", action="store_true", help="only report what would be deleted")
+    gc.add_argument("--json", action="store_true")
+    gc.add_argument("--catalog", help="catalog URL")
+    gc.add_argument("--warehouse", help="warehouse root (default LAYOUT_WAREHOUSE)")
+    gc.set_defaults(func=cmd_gc)
+
     cat = sub.add_parser("catalog", help="the layout catalog").add_subparsers(dest="catalog_command", required=True)
     show = cat.add_parser("show", help="tables and layout versions")
     show.add_argument("--catalog", help="catalog URL")
@@ -328,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return args.func(args)
-    except (OSError, ValueError, RuntimeError, CatalogError) as e:
-        # Expected failures (missing files, bad schema, ...) get one clear line, not a traceback.
+    except (UserError, OSError, CatalogError) as e:
+        # A user's mistake (missing file, bad schema or setting, ...) gets one clear line;
+        # anything else is a bug and keeps its traceback.
         log.error("%s", e)
         return 1
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from .errors import UserError
+
 DEFAULT_HOME = Path(".layout")
 
 
@@ -27,16 +29,20 @@ class Settings:
     schema: str
 
 
+class ConfigError(UserError, ValueError):
+    """layout.yaml is not what it should be."""
+
+
 def _file_settings() -> dict:
     path = os.environ.get("LAYOUT_CONFIG") or ("layout.yaml" if Path("layout.yaml").is_file() else None)
     if not path:
         return {}
     data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of settings")
+        raise ConfigError(f"{path}: expected a mapping of settings")
     unknown = set(data) - {"catalog_url", "warehouse", "schema"}
     if unknown:
-        raise ValueError(f"{path}: unknown settings {sorted(unknown)}")
+        raise ConfigError(f"{path}: unknown settings {sorted(unknown)}")
     return data
 
 

@@ -31,17 +31,21 @@ log = logging.getLogger("layout.demo")
 
 TEMPLATES = (3, 5, 6, 8, 10, 12, 14, 19)
 PARTITIONS = (("1995", "1995-01-01", "1996-01-01"), ("1996", "1996-01-01", "1997-01-01"))
-BLOCK_SIZE = 2000
+BLOCK_ROWS = 2000
 NUM_FEAT = 15
 DIMENSIONS = ("region", "nation", "supplier", "customer", "part", "orders")  # parents first
+
+
+# each layout's settings for lineitem (`layout optimizers` describes them)
+SETTINGS = {"fineblock": {"num_feat": NUM_FEAT, "min_support": 2}, "sortkey": {"sort_column": "l_shipdate"},
+            "mto": {"sort_column": "l_shipdate"}}
 
 
 def _conf(tpch: Path, log_file: Path, partition: str, start: str, end: str, optimizer: str) -> dict:
     return {
         "table": "lineitem", "partition": partition, "source": str(tpch / "lineitem.parquet"),
         "date_column": "l_shipdate", "start": start, "end": end, "optimizer": optimizer,
-        "block_size": BLOCK_SIZE, "sort_column": "l_shipdate", "num_feat": NUM_FEAT, "min_support": 2,
-        "query_log": str(log_file), "exclude_column": "",
+        "block_rows": BLOCK_ROWS, "settings": SETTINGS[optimizer], "query_log": str(log_file),
     }
 
 
@@ -58,12 +62,12 @@ def _in_process(spark, home: Path, tpch: Path, train: Path, optimizer: str) -> s
     with Catalog(url) as catalog:
         for table in (DIMENSIONS if optimizer == "mto" else ()):
             steps.run_in_process(spark, catalog, schema, steps.RunPaths(warehouse, table, "", run),
-                                 str(tpch / f"{table}.parquet"), optimizer, BLOCK_SIZE, str(train))
+                                 str(tpch / f"{table}.parquet"), optimizer, {"block_rows": BLOCK_ROWS}, str(train))
         for partition, start, end in PARTITIONS:
             paths = steps.RunPaths(warehouse, "lineitem", partition, run)
             steps.run_in_process(spark, catalog, schema, paths, str(tpch / "lineitem.parquet"), optimizer,
-                                 BLOCK_SIZE, str(train), date_column="l_shipdate", start=start, end=end,
-                                 sort_column="l_shipdate", num_features=NUM_FEAT)
+                                 {"block_rows": BLOCK_ROWS, **SETTINGS[optimizer]}, str(train),
+                                 date_column="l_shipdate", start=start, end=end)
     return url
 
 
@@ -177,7 +181,7 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
         "seconds": round(time.monotonic() - started, 1),
     }
     (home / "report.json").write_text(json.dumps(report, indent=2))
-    print(f"\n{len(sqls)} test queries over lineitem ship years 1995-1996 (blocks of >= {BLOCK_SIZE} rows):")
+    print(f"\n{len(sqls)} test queries over lineitem ship years 1995-1996 (blocks of >= {BLOCK_ROWS} rows):")
     print(f"  {'layout':10s} {'blocks':>7s} {'rows read':>10s} {'blocks read':>12s}")
     for name, r in layouts.items():
         print(f"  {name:10s} {r['blocks']:7d} {r['rows_fraction']:10.1%} {r['blocks_fraction']:12.1%}")

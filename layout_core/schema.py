@@ -25,10 +25,11 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from .errors import UserError
 from .predicates import Column, Hop
 
 
-class SchemaError(ValueError):
+class SchemaError(UserError, ValueError):
     """The schema file is missing, malformed or inconsistent."""
 
 

@@ -35,7 +35,8 @@ def test_b1_reports_what_the_issue_asks_for(b1):
     assert set(result["layouts"]) == {"sortkey", "qdtree", "mto"}
     for layout in result["layouts"].values():
         assert isinstance(layout["blocks_read"], int) and isinstance(layout["rows_read"], int)
-        assert isinstance(layout["optimize_seconds"], float)
+        assert set(layout["stage_seconds"]) == {"featurize", "reduce", "optimize", "assign", "write"}
+        assert all(isinstance(v, float) for v in layout["stage_seconds"].values())
         assert set(layout["tables"]) == {"region", "nation", "supplier", "customer", "part", "partsupp",
                                          "orders", "lineitem"}
     assert result["layouts"]["sortkey"]["blocks_vs_sortkey"] == 1.0

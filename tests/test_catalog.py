@@ -6,6 +6,7 @@ import datetime as dt
 import threading
 
 import pytest
+import sqlalchemy as sa
 from pyroaring import BitMap64
 
 from layout_core.catalog import (
@@ -14,7 +15,10 @@ from layout_core.catalog import (
     Catalog,
     CatalogError,
     CutRecord,
+    PurgeRecord,
     TableInfo,
+    TreeNodeRecord,
+    leaf_of,
 )
 
 UTC = dt.timezone.utc
@@ -81,7 +85,7 @@ def test_unknown_table_and_version_raise_clear_errors(catalog):
         catalog.active_layout("nope", "")
     for call in (catalog.version, catalog.activate, catalog.mark_purged,
                  lambda v: catalog.set_cuts(v, []), lambda v: catalog.set_blocks(v, []),
-                 lambda v: catalog.fail(v, "x"), lambda v: catalog.set_routing_index(v, {})):
+                 lambda v: catalog.fail(v, "x"), lambda v: catalog.set_plan(v, {})):
         with pytest.raises(CatalogError, match="unknown layout version 999"):
             call(999)
 
@@ -149,11 +153,9 @@ def test_set_blocks_checks_block_ids_and_state(catalog):
         catalog.set_blocks(version_id, [block(0)])
     with pytest.raises(CatalogError, match="cannot set its cuts: version .* is active"):
         catalog.set_cuts(version_id, [])
-    with pytest.raises(CatalogError, match="cannot set its routing index"):
-        catalog.set_routing_index(version_id, {})
 
 
-def test_cuts_blocks_and_routing_index_round_trip_exactly(catalog):
+def test_cuts_and_blocks_round_trip_exactly(catalog):
     keys = BitMap64([3, 7, 2**40])
     cuts = [
         CutRecord(0, '{"cmp":["o_orderdate","date"],"op":"<","value":{"date":"1995-03-15"}}',
@@ -182,7 +184,6 @@ def test_cuts_blocks_and_routing_index_round_trip_exactly(catalog):
     catalog.set_cuts(version_id, [CutRecord(0, "{}", "old", "simple")])
     catalog.set_cuts(version_id, cuts)
     catalog.set_blocks(version_id, blocks)
-    catalog.set_routing_index(version_id, {"o_orderdate": [[0, 1]], "depth": 2})
     catalog.activate(version_id)
 
     layout = catalog.active_layout("orders", "")
@@ -192,7 +193,6 @@ def test_cuts_blocks_and_routing_index_round_trip_exactly(catalog):
     assert layout.blocks[1].stats["o_totalprice"]["max"] == {"decimal": "555285.16"}
     assert layout.cuts[1].keys() == BitMap64([3, 7, 1099511627776])
     assert layout.cuts[0].keys() is None
-    assert layout.version.routing_index == {"o_orderdate": [[0, 1]], "depth": 2}
     assert layout.version.params == {"k": [1, 2]}
     assert catalog.block_paths(version_id) == ["/warehouse/orders/b0", "/warehouse/orders/b1"]
 
@@ -309,6 +309,287 @@ def test_reopening_the_catalog_sees_the_data(catalog_url):
         assert again.begin_version("orders", "", "greedy", {}, "run-2", 1)[1] == range(2, 3)
 
 
+# ------------------------------------------------------ trees, plans, lineage
+
+
+def three_node_tree(tree: int = 0) -> list[TreeNodeRecord]:
+    """Cut 0 splits 30 rows: bit 1 -> node 1 (leaf 0), bit 0 -> node 2 (leaf 1)."""
+    return [
+        TreeNodeRecord(tree, 2, rows=20, leaf_id=1),
+        TreeNodeRecord(tree, 0, rows=30, cut=0, left=1, right=2),
+        TreeNodeRecord(tree, 1, rows=10, leaf_id=0),
+    ]
+
+
+def test_tree_node_record_checks_internal_nodes_and_leaves():
+    TreeNodeRecord(0, 0, rows=5, cut=3, left=1, right=2)
+    TreeNodeRecord(1, 7, rows=0, leaf_id=4)
+    with pytest.raises(ValueError, match="an internal node needs cut, left and right"):
+        TreeNodeRecord(0, 0, rows=5, cut=3, left=1)
+    with pytest.raises(ValueError, match="an internal node needs cut, left and right"):
+        TreeNodeRecord(0, 0, rows=5)
+    with pytest.raises(ValueError, match="a leaf .* has no cut, left or right"):
+        TreeNodeRecord(0, 0, rows=5, cut=1, leaf_id=0)
+    with pytest.raises(ValueError, match="must be two other nodes"):
+        TreeNodeRecord(0, 0, rows=5, cut=1, left=1, right=1)
+    with pytest.raises(ValueError, match="must be two other nodes"):
+        TreeNodeRecord(0, 0, rows=5, cut=1, left=0, right=1)
+    with pytest.raises(ValueError, match="rows, cut must be >= 0"):
+        TreeNodeRecord(0, 0, rows=-1, cut=-2, left=1, right=2)
+
+
+def test_leaf_of_follows_the_bits_of_the_cuts():
+    nodes = three_node_tree() + [TreeNodeRecord(1, 0, rows=30, cut=2, left=1, right=2),
+                                 TreeNodeRecord(1, 1, rows=3, leaf_id=7),
+                                 TreeNodeRecord(1, 2, rows=27, leaf_id=8)]
+    assert leaf_of(nodes, 0, "1") == 0
+    assert leaf_of(nodes, 0, "0") == 1
+    assert leaf_of(nodes, 1, "001") == 7  # tree 1 routes on cut 2
+    assert leaf_of(nodes, 1, "110") == 8
+    with pytest.raises(ValueError, match="only 2 bits"):
+        leaf_of(nodes, 1, "11")
+    with pytest.raises(ValueError, match="strings of '0' and '1'"):
+        leaf_of(nodes, 0, "x")
+    with pytest.raises(ValueError, match="tree 5 has 0 roots"):
+        leaf_of(nodes, 5, "1")
+
+
+def test_trees_round_trip_sorted_and_are_replaced_by_a_retry(catalog):
+    version_id, _ = catalog.begin_version("orders", "", "qdtree", {}, "run-1", 2)
+    assert catalog.trees(version_id) == ()
+    catalog.set_trees(version_id, [TreeNodeRecord(0, 0, rows=1, leaf_id=0)])  # an earlier attempt
+    pando = three_node_tree(1) + three_node_tree(0)
+    catalog.set_trees(version_id, pando)
+
+    assert catalog.trees(version_id) == tuple(sorted(pando, key=lambda n: (n.tree, n.node_id)))
+    assert catalog.trees(version_id)[:3] == (
+        TreeNodeRecord(0, 0, rows=30, cut=0, left=1, right=2),
+        TreeNodeRecord(0, 1, rows=10, leaf_id=0),
+        TreeNodeRecord(0, 2, rows=20, leaf_id=1),
+    )
+    catalog.set_trees(version_id, [])
+    assert catalog.trees(version_id) == ()
+
+
+def test_set_trees_refuses_what_is_not_a_tree(catalog):
+    version_id, _ = catalog.begin_version("orders", "", "qdtree", {}, "run-1", 2)
+    root, leaf_a, leaf_b = (TreeNodeRecord(0, 0, rows=30, cut=0, left=1, right=2),
+                            TreeNodeRecord(0, 1, rows=10, leaf_id=0),
+                            TreeNodeRecord(0, 2, rows=20, leaf_id=1))
+    dangling = TreeNodeRecord(0, 0, rows=30, cut=0, left=1, right=5)
+    with pytest.raises(CatalogError, match=r"node 0 has children \[5\] that are not nodes"):
+        catalog.set_trees(version_id, [dangling, leaf_a, leaf_b])
+    with pytest.raises(CatalogError, match=r"tree 0 must have exactly one root .* not 2: \[0, 3\]"):
+        catalog.set_trees(version_id, [root, leaf_a, leaf_b, TreeNodeRecord(0, 3, rows=1, leaf_id=2)])
+    with pytest.raises(CatalogError, match=r"tree 0 must have exactly one root .* not 0"):
+        catalog.set_trees(version_id, [TreeNodeRecord(0, 0, rows=1, cut=0, left=1, right=2),
+                                       TreeNodeRecord(0, 1, rows=1, cut=0, left=0, right=2), leaf_b])
+    with pytest.raises(CatalogError, match="node 2 has two parents"):
+        catalog.set_trees(version_id, [TreeNodeRecord(0, 0, rows=1, cut=0, left=1, right=2),
+                                       TreeNodeRecord(0, 1, rows=1, cut=1, left=2, right=3),
+                                       leaf_b, TreeNodeRecord(0, 3, rows=1, leaf_id=3)])
+    with pytest.raises(CatalogError, match="duplicate node id 1"):
+        catalog.set_trees(version_id, [root, leaf_a, leaf_a, leaf_b])
+    with pytest.raises(CatalogError, match="duplicate leaf ids"):
+        catalog.set_trees(version_id, [root, leaf_a, TreeNodeRecord(0, 2, rows=20, leaf_id=0)])
+    with pytest.raises(CatalogError, match=r"trees must be numbered 0..0, not \[1\]"):
+        catalog.set_trees(version_id, three_node_tree(1))
+    assert catalog.trees(version_id) == ()  # nothing refused was stored
+
+    catalog.set_trees(version_id, [root, leaf_a, leaf_b])
+    catalog.activate(version_id)
+    with pytest.raises(CatalogError, match="cannot set its trees: version .* is active"):
+        catalog.set_trees(version_id, [root, leaf_a, leaf_b])
+    with pytest.raises(CatalogError, match="cannot set its plan: version .* is active"):
+        catalog.set_plan(version_id, {})
+    for call in (catalog.trees, catalog.plan, lambda v: catalog.set_trees(v, []),
+                 lambda v: catalog.set_plan(v, {}), lambda v: catalog.record_purge(v, "/x", 1)):
+        with pytest.raises(CatalogError, match="unknown layout version 999"):
+            call(999)
+
+
+def test_block_leaves_round_trip(catalog):
+    version_id, ids = catalog.begin_version("orders", "", "pando", {}, "run-1", 3)
+    blocks = [BlockRecord(ids[0], 10, 100, "/w/b0", {}, 1, 0, leaves=(0, 5)),
+              BlockRecord(ids[1], 10, 100, "/w/b1", {}, 1, 0, leaves=(1, 5)),
+              BlockRecord(ids[2], 10, 100, "/w/b2", {}, 1, 0)]  # a layout without trees
+    catalog.set_blocks(version_id, blocks)
+    catalog.activate(version_id)
+    assert catalog.active_layout("orders", "").blocks == tuple(blocks)
+    assert catalog.snapshot().layouts[("orders", "")].blocks[1].leaves == (1, 5)
+    with pytest.raises(ValueError, match="leaf ids must be >= 0"):
+        BlockRecord(0, 1, 1, "/w", {}, 0, 0, leaves=(-1,))
+
+
+def test_plan_round_trips_and_is_replaced(catalog):
+    version_id, _ = catalog.begin_version("orders", "", "qdtree", {}, "run-1", 1)
+    assert catalog.plan(version_id) is None
+    catalog.set_plan(version_id, {"old": True})
+    plan = {"kind": "tree", "cuts": 3, "leaf_n_blocks": list(range(50_000)),  # far beyond 64 KiB
+            "nested": {"sort_columns": ["o_orderdate"], "sample_fraction": 0.25}}
+    catalog.set_plan(version_id, plan)
+    assert catalog.plan(version_id) == plan
+    with pytest.raises(CatalogError, match="a layout plan is a JSON object, not list"):
+        catalog.set_plan(version_id, [1, 2])
+
+
+def test_activate_records_the_parent_version_and_fail_its_time(catalog):
+    v1 = active_version(catalog, "1995-01", "run-1")  # created T0, activated T0+1h
+    v2 = active_version(catalog, "1995-01", "run-2")  # created T0+2h, activated T0+3h
+    other = active_version(catalog, "1995-02", "run-1")
+    assert [catalog.version(v).parent_version for v in (v1, v2, other)] == [None, v1, None]
+    assert catalog.version(v1).retired_at == catalog.version(v2).activated_at
+
+    v3, _ = catalog.begin_version("orders", "1995-01", "greedy", {}, "run-3", 1)  # T0+6h
+    catalog.fail(v3, "disk full")  # T0+7h
+    failed = catalog.version(v3)
+    assert (failed.parent_version, failed.failed_at) == (None, T0 + dt.timedelta(hours=7))
+    catalog.begin_version("orders", "1995-01", "greedy", {}, "run-3", 1)  # a retry resumes it
+    assert catalog.version(v3).failed_at is None
+    catalog.activate(v3)
+    assert catalog.version(v3).parent_version == v2
+
+
+def test_snapshot_and_active_layout_carry_trees(catalog):
+    tree_version, _ = catalog.begin_version("orders", "1995-01", "qdtree", {}, "run-1", 1)
+    catalog.set_trees(tree_version, three_node_tree(0) + three_node_tree(1))
+    catalog.activate(tree_version)
+    plain = active_version(catalog, "1995-02", "run-1")
+    building, _ = catalog.begin_version("orders", "1995-03", "qdtree", {}, "run-1", 1)
+    catalog.set_trees(building, three_node_tree())
+
+    expected = catalog.trees(tree_version)
+    assert len(expected) == 6
+    snap = catalog.snapshot()
+    assert snap.layouts[("orders", "1995-01")].trees == expected
+    assert snap.layouts[("orders", "1995-02")].trees == ()
+    assert catalog.active_layout("orders", "1995-01").trees == expected
+    assert catalog.active_layout("orders", "1995-02").version.version_id == plain
+    assert ("orders", "1995-03") not in snap.layouts
+
+
+def test_a_record_is_routed_through_the_stored_tree_to_its_block(catalog):
+    """Cut 0, then cut 2 on the left: '1?1' -> leaf 10, '1?0' -> leaf 11, '0??' -> leaf 12."""
+    nodes = [TreeNodeRecord(0, 0, rows=100, cut=0, left=1, right=2),
+             TreeNodeRecord(0, 1, rows=60, cut=2, left=3, right=4),
+             TreeNodeRecord(0, 2, rows=40, leaf_id=12),
+             TreeNodeRecord(0, 3, rows=25, leaf_id=10),
+             TreeNodeRecord(0, 4, rows=35, leaf_id=11)]
+    version_id, ids = catalog.begin_version("orders", "", "qdtree", {}, "run-1", 4)
+    leaves = {ids[0]: 12, ids[1]: 10, ids[2]: 11, ids[3]: 12}  # leaf 12 cut into two blocks
+    catalog.set_trees(version_id, reversed(nodes))
+    catalog.set_blocks(version_id, [BlockRecord(b, 10, 100, f"/w/b{b}", {}, 1, 0, leaves=(leaf,))
+                                    for b, leaf in leaves.items()])
+    catalog.activate(version_id)
+
+    layout = catalog.active_layout("orders", "")
+    tree = catalog.trees(version_id)
+
+    def blocks_of(bits: str) -> list[int]:
+        leaf = leaf_of(tree, 0, bits)
+        return [b.block_id for b in layout.blocks if b.leaves[0] == leaf]
+
+    assert blocks_of("101") == [ids[1]]
+    assert blocks_of("111") == [ids[1]]
+    assert blocks_of("100") == [ids[2]]
+    assert blocks_of("011") == [ids[0], ids[3]]
+
+
+def test_record_purge_and_purges(catalog):
+    v1 = active_version(catalog, "", "run-1")
+    active_version(catalog, "", "run-2")
+    assert catalog.purges() == []
+    at = dt.datetime(2024, 3, 5, tzinfo=UTC)
+    first = catalog.record_purge(v1, "/w/orders/block_id=0", 2**40, purged_at=at)
+    catalog.record_purge(None, "/w/_runs/orders/_all/run-0", 12)  # the catalog's clock: T0+4h
+    assert first == PurgeRecord(v1, "/w/orders/block_id=0", 2**40, at)
+    assert catalog.purges() == [first, PurgeRecord(None, "/w/_runs/orders/_all/run-0", 12,
+                                                   T0 + dt.timedelta(hours=4))]
+
+
+# ------------------------------------------------------------------ migration
+
+# The tables as the first release created them, before trees, plans, lineage and purges.
+FIRST_RELEASE_DDL = """
+CREATE TABLE layout_tables (
+    name VARCHAR(255) PRIMARY KEY, location TEXT NOT NULL, partition_column VARCHAR(255),
+    schema_json TEXT NOT NULL, next_block_id BIGINT NOT NULL);
+CREATE TABLE layout_versions (
+    version_id {id} PRIMARY KEY,
+    table_name VARCHAR(255) NOT NULL REFERENCES layout_tables (name),
+    partition_name VARCHAR(1024) NOT NULL, state VARCHAR(16) NOT NULL,
+    optimizer VARCHAR(255) NOT NULL, params_json TEXT NOT NULL, run_id VARCHAR(255) NOT NULL,
+    n_blocks BIGINT NOT NULL, first_block_id BIGINT NOT NULL, routing_index_json TEXT,
+    reason TEXT, created_at {ts} NOT NULL, activated_at {ts}, retired_at {ts},
+    CONSTRAINT layout_versions_run_uq UNIQUE (table_name, partition_name, run_id));
+CREATE UNIQUE INDEX layout_versions_one_active ON layout_versions (table_name, partition_name)
+    WHERE state = 'active';
+CREATE TABLE layout_cuts (
+    version_id {fk_id} NOT NULL REFERENCES layout_versions (version_id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, predicate TEXT NOT NULL, cut_sql TEXT NOT NULL,
+    kind VARCHAR(32) NOT NULL, path_json TEXT NOT NULL, literal_keys {blob},
+    source_versions_json TEXT NOT NULL, PRIMARY KEY (version_id, position));
+CREATE TABLE layout_blocks (
+    version_id {fk_id} NOT NULL REFERENCES layout_versions (version_id) ON DELETE CASCADE,
+    block_id BIGINT NOT NULL, row_count BIGINT NOT NULL, size_bytes BIGINT NOT NULL,
+    path TEXT NOT NULL, stats_json TEXT NOT NULL, union_bits TEXT NOT NULL, all_bits TEXT NOT NULL,
+    PRIMARY KEY (version_id, block_id));
+INSERT INTO layout_tables VALUES ('orders', '/warehouse/orders', NULL, '{{}}', 2);
+INSERT INTO layout_versions (table_name, partition_name, state, optimizer, params_json, run_id,
+                             n_blocks, first_block_id, created_at, activated_at)
+    VALUES ('orders', '', 'active', 'greedy', '{{}}', 'run-1', 2, 0, {t0}, {t0});
+INSERT INTO layout_blocks SELECT version_id, 1, 10, 1000, '/warehouse/orders/block_id=1', '{{}}', 'a', '0'
+    FROM layout_versions;
+"""
+
+DIALECT_TYPES = {
+    "sqlite": {"id": "INTEGER", "fk_id": "INTEGER", "ts": "DATETIME", "blob": "BLOB",
+               "t0": "'2024-03-01 12:00:00.000000'"},
+    "postgresql": {"id": "BIGSERIAL", "fk_id": "BIGINT", "ts": "TIMESTAMP WITH TIME ZONE",
+                   "blob": "BYTEA", "t0": "'2024-03-01 12:00:00+00'"},
+}
+
+
+def make_first_release_catalog(url: str) -> None:
+    engine = sa.create_engine(url)
+    ddl = FIRST_RELEASE_DDL.format(**DIALECT_TYPES[engine.dialect.name])
+    with engine.begin() as conn:
+        for statement in ddl.split(";"):
+            if statement.strip():
+                conn.exec_driver_sql(statement)
+    engine.dispose()
+
+
+def test_a_first_release_catalog_is_migrated_on_open(catalog_url):
+    make_first_release_catalog(catalog_url)
+
+    with Catalog(catalog_url, clock=FakeClock()) as cat:
+        old = cat.active_layout("orders", "")
+        assert old.version.parent_version is None and old.version.failed_at is None
+        assert old.blocks == (BlockRecord(1, 10, 1000, "/warehouse/orders/block_id=1", {}, 10, 0),)
+        assert old.trees == ()
+        assert cat.plan(old.version.version_id) is None
+
+        new, ids = cat.begin_version("orders", "", "qdtree", {}, "run-2", 2)
+        assert ids == range(2, 4)  # the old block-id counter holds
+        cat.set_trees(new, three_node_tree())
+        cat.set_blocks(new, [BlockRecord(ids[0], 5, 50, "/w/b2", {}, 1, 1, leaves=(0,))])
+        cat.set_plan(new, {"kind": "tree"})
+        cat.activate(new)
+        cat.record_purge(old.version.version_id, "/warehouse/orders/block_id=1", 1000)
+        assert cat.version(new).parent_version == old.version.version_id
+        assert cat.active_layout("orders", "").trees == tuple(sorted(
+            three_node_tree(), key=lambda n: n.node_id))
+
+    with Catalog(catalog_url) as again:  # a second open finds nothing left to add
+        assert again.active_layout("orders", "").blocks[0].leaves == (0,)
+        assert len(again.purges()) == 1
+    engine = sa.create_engine(catalog_url)
+    columns = {c["name"] for c in sa.inspect(engine).get_columns("layout_versions")}
+    engine.dispose()
+    assert {"parent_version_id", "failed_at"} <= columns
+
+
 # ---------------------------------------------------------------- concurrency
 
 
@@ -365,3 +646,17 @@ def test_concurrent_retries_of_one_run_share_one_version(catalog_url):
     assert len({r[0] for r in results}) == 1
     with Catalog(catalog_url) as cat:
         assert len(cat.versions("orders")) == 1
+
+
+@pytest.mark.timeout(180)
+def test_workers_opening_a_first_release_catalog_together_migrate_it_once(catalog_url):
+    make_first_release_catalog(catalog_url)
+
+    def work(_: int) -> int:
+        with Catalog(catalog_url) as cat:
+            return len(cat.versions("orders"))
+
+    for _ in range(3):  # the first round migrates, later ones open an up-to-date catalog
+        assert run_in_threads(6, work) == [1] * 6
+    with Catalog(catalog_url) as cat:
+        assert cat.active_layout("orders", "").trees == ()

@@ -13,7 +13,7 @@ def test_help_of_every_command(capsys):
     for argv in (["--help"], ["tpch", "generate", "--help"], ["workload", "tpch", "--help"],
                  ["workload", "analyze", "--help"], ["route", "--help"], ["rewrite", "--help"],
                  ["run-workload", "--help"], ["demo", "--help"], ["bench", "sun", "--help"],
-                 ["catalog", "show", "--help"]):
+                 ["catalog", "show", "--help"], ["optimizers", "--help"], ["bench", "tpch", "--help"]):
         with pytest.raises(SystemExit) as done:
             main(argv)
         assert done.value.code == 0
@@ -64,6 +64,25 @@ def test_bad_template_list_is_a_usage_error(tmp_path, capsys):
 def test_missing_query_log_is_one_clear_line(tmp_path, caplog):
     assert main(["workload", "analyze", str(tmp_path / "nope.sql")]) == 1
     assert any("nope.sql" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+
+
+def test_optimizers_lists_the_registry_with_settings(capsys):
+    assert main(["optimizers"]) == 0
+    out = capsys.readouterr().out
+    for name in ("fineblock", "sortkey", "qdtree", "mto", "zorder", "hilbert"):
+        assert f"\n{name}: " in f"\n{out}"
+    assert "sample_rows (int, default 150000)" in out and "block_rows (int, default 50000)" in out
+
+
+def test_a_bug_keeps_its_traceback_while_a_user_mistake_is_one_line(monkeypatch, caplog):
+    import layout_core.cli as cli
+
+    def broken(args):
+        raise RuntimeError("an internal invariant broke")
+
+    monkeypatch.setattr(cli, "cmd_optimizers", broken)
+    with pytest.raises(RuntimeError, match="an internal invariant broke"):
+        main(["optimizers"])
 
 
 @pytest.fixture

@@ -345,12 +345,12 @@ def test_determinism_on_random_input():
 
 def test_wide_vectors_use_several_words():
     # m = 37 features: unions span three 16-bit words.
-    from layout_core.optimize.fineblock import _Packed
+    from layout_core.optimize.fineblock import PackedUnions
 
     rng = np.random.default_rng(3)
     vectors = rng.random((120, 37)) < 0.3
     weights = rng.integers(0, 9, size=37).astype(float)
-    pk = _Packed(weights)
+    pk = PackedUnions(weights)
     assert np.allclose(pk.weight(pk.pack(vectors)), vectors.astype(float) @ weights)
     counts = rng.integers(0, 30, size=120)
     vc = VectorCounts(vectors, counts, weights)

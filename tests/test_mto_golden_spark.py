@@ -31,7 +31,7 @@ def mto(spark, tpch_sf001, tmp_path_factory):
     with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
         for table, rows in BLOCK_ROWS.items():
             steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", table, "", "night-1"),
-                                 str(tpch_sf001 / f"{table}.parquet"), "mto", rows, str(log))
+                                 str(tpch_sf001 / f"{table}.parquet"), "mto", {"block_rows": rows}, str(log))
         snapshot = catalog.snapshot()
     raw = {t: spark.read.parquet(str(tpch_sf001 / f"{t}.parquet")) for t in TPCH_TABLES}
     blocks = {t: layout_frame(spark, snapshot, SCHEMA.table(t)) for t in TPCH_TABLES}

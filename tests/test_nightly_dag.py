@@ -40,7 +40,13 @@ def test_dagbag_imports_without_errors(dagbag):
     for task in dag.tasks:
         assert task.task_type == "SparkSubmitOperator"
         assert task.application.endswith(f"jobs/{task.task_id}.py")
-    assert {"table", "partition", "optimizer", "block_size", "num_feat", "query_log"} <= set(dag.params)
+    assert {"table", "partition", "optimizer", "block_rows", "settings", "query_log"} <= set(dag.params)
+    # the optimizers are the registry's business: the DAG file names none but its defaults
+    source = (PROJECT / "dags" / "layout_nightly.py").read_text()
+    assert not any(f'"{name}"' in source for name in ("sortkey", "qdtree", "zorder", "hilbert"))
+    featurize = dag.get_task("featurize")
+    assert "--settings" in featurize.application_args
+    assert all("--optimizer" not in dag.get_task(step).application_args for step in STEPS if step != "featurize")
 
 
 @pytest.mark.slow
@@ -58,8 +64,8 @@ def test_dag_run_lays_out_a_partition(tmp_path, tpch_sf001):
     conf = {
         "table": "lineitem", "partition": "1995", "source": str(tpch_sf001 / "lineitem.parquet"),
         "date_column": "l_shipdate", "start": "1995-01-01", "end": "1996-01-01",
-        "optimizer": "fineblock", "block_size": 1000, "num_feat": 8, "min_support": 2,
-        "query_log": str(log), "exclude_column": "l_shipdate",
+        "optimizer": "fineblock", "block_rows": 1000, "query_log": str(log),
+        "settings": {"num_feat": 8, "min_support": 2, "exclude_columns": ["l_shipdate"]},
     }
     run_dag_test(env, "layout_nightly", conf, log_file=tmp_path / "dag.log")
 
@@ -73,7 +79,7 @@ def test_dag_run_lays_out_a_partition(tmp_path, tpch_sf001):
     assert version.optimizer == "fineblock"
     assert sum(b.row_count for b in layout.blocks) == year_rows
     assert all(1000 <= b.row_count for b in layout.blocks) or len(layout.blocks) == 1
-    assert len(layout.cuts) >= 1
+    assert len(layout.cuts) >= 1 and not any("l_shipdate" in c.sql for c in layout.cuts)  # excluded
     folders = sorted(p.name for p in (warehouse / "lineitem" / "dt=1995").iterdir())
     assert folders == sorted(f"block_id={b.block_id}" for b in layout.blocks)
     metrics = json.loads(next((warehouse / "_runs" / "lineitem" / "1995").glob("*/metrics.json")).read_text())
@@ -111,8 +117,8 @@ def test_star_dag_run_gives_the_fact_table_join_induced_cuts(tmp_path, tpch_sf00
     env = airflow_env(tmp_path / "airflow", catalog_url, warehouse)
     env["LAYOUT_STAR_TABLES"] = "orders,lineitem"
     conf = {"source_dir": str(tpch_sf001), "partition": "1995", "date_column": "l_shipdate",
-            "start": "1995-01-01", "end": "1996-01-01", "block_size": 1000, "dimension_block_size": 3000,
-            "sort_column": "l_shipdate", "query_log": str(log)}
+            "start": "1995-01-01", "end": "1996-01-01", "block_rows": 1000, "dimension_block_rows": 3000,
+            "settings": {"sort_column": "l_shipdate"}, "query_log": str(log)}
     run_dag_test(env, "layout_star_nightly", conf, log_file=tmp_path / "dag.log")
 
     with Catalog(catalog_url) as catalog:
@@ -124,3 +130,11 @@ def test_star_dag_run_gives_the_fact_table_join_induced_cuts(tmp_path, tpch_sf00
     assert "1-URGENT" in urgent.sql and urgent.source_versions == (("orders", orders.version.version_id),)
     assert len(urgent.keys()) > 0
     assert any(b.union_bits >> urgent.position & 1 == 0 for b in lineitem.blocks)  # some blocks have no urgent rows
+    # the layout itself is in the catalog: the plan, its tree, and each block's leaf
+    with Catalog(catalog_url) as catalog:
+        plan = catalog.plan(lineitem.version.version_id)
+        nodes = catalog.trees(lineitem.version.version_id)
+    assert plan["optimizer"] == "mto" and plan["settings"]["sort_column"] == "l_shipdate"
+    leaf_ids = {n.leaf_id for n in nodes if n.leaf_id is not None}
+    assert leaf_ids == set(range(len(plan["assignment"]["leaf_n_blocks"])))
+    assert all(len(b.leaves) == 1 and b.leaves[0] in leaf_ids for b in lineitem.blocks)

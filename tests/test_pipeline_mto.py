@@ -11,6 +11,7 @@ from pyroaring import BitMap64
 
 from layout_core.catalog import Catalog
 from layout_core.pipeline import steps
+from layout_core.pipeline.artifacts import Features, read_artifact
 from layout_core.schema import load_schema
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query
@@ -37,11 +38,11 @@ TEST = [BUILDING.format(segment="BUILDING"), BUILDING.format(segment="MACHINERY"
 DIMENSIONS = [("region", 10), ("nation", 10), ("customer", 300), ("orders", 2000)]
 
 
-def _lay_out(spark, world, table, optimizer, run_id, block_size, partition="", **kwargs):
+def _lay_out(spark, world, table, optimizer, run_id, block_rows, partition="", settings=None, **kwargs):
     paths = steps.RunPaths(world["warehouse"], table, partition, run_id)
     return paths, steps.run_in_process(
         spark, world["catalog"], SCHEMA, paths, str(world["tpch"] / f"{table}.parquet"), optimizer,
-        block_size, kwargs.pop("query_log", world["log"]), **kwargs)
+        {"block_rows": block_rows, **(settings or {})}, kwargs.pop("query_log", world["log"]), **kwargs)
 
 
 def _lineitem_1995(spark, world, optimizer, run_id, **kwargs):
@@ -99,8 +100,8 @@ def test_mto_keeps_join_induced_cuts_with_exact_literal_keys_and_their_sources(w
 
 def test_mto_leaves_are_cut_into_ranges_of_the_most_range_filtered_column(world):
     # l_shipdate is range-filtered by 3 training queries, l_quantity by 2
-    blocking = steps._read_json(world["mto_paths"].file("blocking.json"), "test")
-    assert blocking["sort_columns"] == ["l_shipdate"]
+    plan = steps.read_plan(world["mto_paths"], "test")
+    assert plan.assignment.sort_columns == ("l_shipdate",)
     assert world["mto_metrics"]["optimize"]["leaves"] >= 2
 
 
@@ -137,21 +138,19 @@ def test_mto_skips_more_lineitem_blocks_than_qdtree_and_answers_stay_identical(s
 
 
 def test_sampling_estimates_block_sizes_within_ten_percent(spark, world):
+    rows = 60_175  # lineitem at SF 0.01
     paths, metrics = _lay_out(spark, world, "lineitem", "mto", "sampled", 5000, partition="all",
-                              sample_fraction=0.2)
-    assert metrics["reduce"]["sample_fraction"] == 0.2
-    assert 0.15 * metrics["ingest"]["rows"] < metrics["reduce"]["rows"] < 0.25 * metrics["ingest"]["rows"]
-    blocking = steps._read_json(paths.file("blocking.json"), "test")
+                              settings={"sample_rows": 12_000})
+    assert metrics["reduce"]["rows"] == metrics["ingest"]["rows"] == rows
+    assert 0.15 * rows < metrics["reduce"]["sampled_rows"] < 0.25 * rows
+    plan = steps.read_plan(paths, "test")
     layout = world["catalog"].active_layout("lineitem", "all")
     first_id = layout.version.block_ids.start
-    estimate = {}
-    for leaf, (first, n) in enumerate(zip(blocking["leaf_first_block"], blocking["leaf_n_blocks"])):
-        for b in range(first, first + n):
-            estimate[first_id + b] = blocking["leaf_estimated_rows"][leaf] / n
     assert len(layout.blocks) >= 8
     for block in layout.blocks:
-        assert abs(block.row_count - estimate[block.block_id]) <= 0.10 * estimate[block.block_id], block.block_id
-    assert metrics["update_catalog"]["sample_block_rows_error_max"] <= 0.10
+        expected = plan.expected_block_rows[block.block_id - first_id]
+        assert abs(block.row_count - expected) <= 0.10 * expected, block.block_id
+    assert metrics["update_catalog"]["block_rows_error_max"] <= 0.10
     assert sum(b.row_count for b in layout.blocks) == metrics["ingest"]["rows"]
 
 
@@ -160,10 +159,10 @@ def test_a_log_without_usable_queries_falls_back_to_sort_key_order(spark, world,
     garbage.write_text("this is not sql;\nSELECT * FROM nowhere;\nSELECT FROM WHERE;\n")
     with caplog.at_level(logging.WARNING, logger="layout.pipeline"):
         _, metrics = _lay_out(spark, world, "lineitem", "mto", "fallback", 1000, partition="fallback",
-                              query_log=str(garbage), sort_column="l_shipdate",
+                              query_log=str(garbage), settings={"sort_column": "l_shipdate"},
                               date_column="l_shipdate", start="1996-01-01", end="1997-01-01")
-    assert "falls back to a sort-key layout" in caplog.text
-    assert metrics["featurize"]["failed"] == 3 and metrics["featurize"]["features"] == 0
+    assert "no usable queries in the log; mto lays the table out without them" in caplog.text
+    assert metrics["featurize"]["failed"] == 3 and metrics["featurize"]["cuts"] == 0
     blocks = world["catalog"].active_layout("lineitem", "fallback").blocks
     ranges = sorted((b.stats["l_shipdate"]["min"]["date"], b.stats["l_shipdate"]["max"]["date"]) for b in blocks)
     assert len(ranges) >= 5 and all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:]))
@@ -174,8 +173,9 @@ def test_curve_layouts_run_through_the_same_steps(spark, world, curve, tmp_path)
     with Catalog(f"sqlite:///{tmp_path / 'curve.db'}") as catalog:  # orders stays as the other tests left it
         own = {**world, "catalog": catalog, "warehouse": tmp_path / "wh"}
         paths, metrics = _lay_out(spark, own, "orders", curve, f"curve-{curve}", 1500)
-        features = steps._read_json(paths.file("features.json"), "test")
-        assert features["cuts"] == [] and "o_orderpriority" in features["filtered_columns"]
+        features = read_artifact(paths.staging, Features, "test")
+        assert features.cuts == () and "o_orderpriority" in features.workload["filtered_columns"]
+        assert steps.read_plan(paths, "test").assignment.columns[0] == features.workload["filtered_columns"][0]
         layout = catalog.active_layout("orders", "")
     assert len(layout.blocks) == 10 and sum(b.row_count for b in layout.blocks) == 15000
     assert metrics["verify"]["rows"] == 15000
@@ -193,7 +193,8 @@ def test_dimension_relayouts_keep_induced_cuts_until_the_rows_change(spark, worl
     spark.read.parquet(str(world["tpch"] / "customer.parquet")).where("c_custkey <> 7") \
         .write.mode("overwrite").parquet(str(changed))
     paths = steps.RunPaths(world["warehouse"], "customer", "", "nightly-3")
-    steps.run_in_process(spark, world["catalog"], SCHEMA, paths, str(changed), "mto", 300, world["log"])
+    steps.run_in_process(spark, world["catalog"], SCHEMA, paths, str(changed), "mto", {"block_rows": 300},
+                         world["log"])
     route, index = _route(world, TEST[0])
     assert index.stale_cuts >= 1
     assert len(next(r for r in route.refs if r.table == "lineitem").blocks) > before
@@ -220,7 +221,7 @@ def test_the_fingerprint_tells_rows_apart_even_when_a_value_moves_next_to_a_null
                                     [(2, "B", "x"), (1, "A", None)]]):
             source = _region_source(spark, tmp_path / f"region{run}", rows)
             steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(tmp_path / "wh", "region", "", f"r{run}"),
-                                 source, "mto", 10)
+                                 source, "mto", {"block_rows": 10})
             fingerprints.append(_fingerprint_of(catalog, "region"))
     assert fingerprints[0] != fingerprints[1]  # ('A', NULL) and (NULL, 'A') are different rows
     assert fingerprints[0] == fingerprints[2]  # the same rows in another order
@@ -236,26 +237,27 @@ def test_a_retry_on_corrected_data_records_the_corrected_fingerprint(spark, tmp_
         paths = steps.RunPaths(tmp_path / "wh", "region", "", "night-1")
         table = SCHEMA.table("region")
         steps.ingest(spark, paths, table, first, catalog)
-        steps.featurize(spark, paths, SCHEMA, None, 15, 2, (), "mto", catalog)
-        steps.reduce_vectors(spark, paths)
-        steps.optimize(paths, table, "mto", 10)
-        written = steps.write_blocks(spark, paths, table, catalog, "mto", {})
+        steps.featurize(spark, paths, SCHEMA, None, "mto", {"block_rows": 10}, catalog)
+        steps.reduce_vectors(spark, paths, table)
+        steps.optimize(paths, table)
+        written = steps.write_blocks(spark, paths, table, catalog)
         catalog.fail(written["version"], "killed halfway")
-        steps.run_in_process(spark, catalog, SCHEMA, paths, corrected, "mto", 10)  # the Airflow retry
+        steps.run_in_process(spark, catalog, SCHEMA, paths, corrected, "mto", {"block_rows": 10})  # the retry
         retried = _fingerprint_of(catalog, "region")
         steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(tmp_path / "wh", "region", "", "night-2"),
-                             corrected, "mto", 10)
+                             corrected, "mto", {"block_rows": 10})
         assert retried == _fingerprint_of(catalog, "region")
 
 
 def test_a_sample_too_small_to_estimate_uses_all_rows(spark, tmp_path, tpch_sf001, caplog):
     with Catalog(f"sqlite:///{tmp_path / 'c.db'}") as catalog, \
-            caplog.at_level(logging.WARNING, logger="layout.pipeline"):
+            caplog.at_level(logging.WARNING, logger="layout.featurize"):
         metrics = steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(tmp_path / "wh", "nation", "", "n"),
-                                       str(tpch_sf001 / "nation.parquet"), "qdtree", 10, sample_fraction=0.01)
+                                       str(tpch_sf001 / "nation.parquet"), "qdtree",
+                                       {"block_rows": 10, "sample_rows": 1})
         assert sum(b.row_count for b in catalog.active_layout("nation", "").blocks) == 25
-    assert metrics["reduce"]["sample_fraction"] == 1.0 and metrics["reduce"]["rows"] == 25
-    assert "too few to estimate blocks" in caplog.text
+    assert metrics["reduce"]["sampled_rows"] == 25 and metrics["reduce"]["rows"] == 25
+    assert "too small to estimate block sizes; using all 25 rows" in caplog.text
 
 
 def test_a_dimension_key_held_twice_gives_no_join_induced_cut_through_it(spark, tmp_path, tpch_sf001, caplog):
@@ -267,11 +269,11 @@ def test_a_dimension_key_held_twice_gives_no_join_induced_cut_through_it(spark, 
     with Catalog(f"sqlite:///{tmp_path / 'c.db'}") as catalog:
         wh = tmp_path / "wh"
         steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(wh, "orders", "", "o"), str(duplicated),
-                             "mto", 2000, str(log))
-        with caplog.at_level(logging.WARNING, logger="layout.pipeline"):
+                             "mto", {"block_rows": 2000}, str(log))
+        with caplog.at_level(logging.WARNING, logger="layout.featurize"):
             metrics = steps.run_in_process(
                 spark, catalog, SCHEMA, steps.RunPaths(wh, "lineitem", "1995", "l"), str(tpch_sf001 / "lineitem.parquet"),
-                "mto", 600, str(log), date_column="l_shipdate", start="1995-01-01", end="1996-01-01")
+                "mto", {"block_rows": 600}, str(log), date_column="l_shipdate", start="1995-01-01", end="1996-01-01")
     assert "the parent key is not unique" in caplog.text
     assert metrics["featurize"]["join_induced"] == 0
     assert metrics["verify"]["rows"] == metrics["ingest"]["rows"]

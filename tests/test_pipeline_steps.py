@@ -6,6 +6,7 @@ import pytest
 
 from layout_core.catalog import Catalog
 from layout_core.pipeline import steps
+from layout_core.pipeline.artifacts import WrittenBlocks, read_artifact
 from layout_core.schema import load_schema
 from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.workload.tpch import generate, write_sql_file
@@ -16,13 +17,14 @@ LINEITEM = SCHEMA.table("lineitem")
 
 
 def _run(spark, catalog, warehouse, source, run_id, partition="1995", query_log=None, optimizer="fineblock",
-         start="1995-01-01", end="1996-01-01", block_size=500, until="update_catalog", num_feat=6):
+         start="1995-01-01", end="1996-01-01", block_rows=500, until="update_catalog", settings=None):
     paths = steps.RunPaths(warehouse, "lineitem", partition, run_id)
     steps.ingest(spark, paths, LINEITEM, str(source), catalog, "l_shipdate", start, end)
-    steps.featurize(spark, paths, SCHEMA, query_log, num_feat, 2)
-    steps.reduce_vectors(spark, paths)
-    steps.optimize(paths, LINEITEM, optimizer, block_size, "l_shipdate")
-    steps.write_blocks(spark, paths, LINEITEM, catalog, optimizer, {})
+    settings = settings or ({"num_feat": 6} if optimizer == "fineblock" else {"sort_column": "l_shipdate"})
+    steps.featurize(spark, paths, SCHEMA, query_log, optimizer, {"block_rows": block_rows, **settings}, catalog)
+    steps.reduce_vectors(spark, paths, LINEITEM)
+    steps.optimize(paths, LINEITEM)
+    steps.write_blocks(spark, paths, LINEITEM, catalog)
     if until == "write_blocks":
         return paths
     steps.verify(spark, paths, LINEITEM, catalog)
@@ -53,7 +55,7 @@ def test_steps_make_a_verified_layout_and_retries_change_nothing(spark, env):
     assert all(500 <= b.row_count < 1500 for b in layout.blocks)
     folders = _blocks_on_disk(env["warehouse"])
     # an Airflow retry of the last three steps: same version, same folders, no duplicate rows
-    steps.write_blocks(spark, paths, LINEITEM, c, "fineblock", {})
+    steps.write_blocks(spark, paths, LINEITEM, c)
     steps.verify(spark, paths, LINEITEM, c)
     steps.update_catalog(spark, paths, LINEITEM, c)
     assert _blocks_on_disk(env["warehouse"]) == folders
@@ -64,7 +66,7 @@ def test_steps_make_a_verified_layout_and_retries_change_nothing(spark, env):
 def test_a_new_run_replaces_the_layout_and_retires_the_old(spark, env):
     c = env["catalog"]
     _run(spark, c, env["warehouse"], env["source"], "run-1", query_log=env["log"])
-    _run(spark, c, env["warehouse"], env["source"], "run-2", optimizer="sortkey", block_size=2000)
+    _run(spark, c, env["warehouse"], env["source"], "run-2", optimizer="sortkey", block_rows=2000)
     states = {v.run_id: v.state for v in c.versions("lineitem", "1995")}
     assert states == {"run-1": "retired", "run-2": "active"}
     sortkey = c.active_layout("lineitem", "1995")
@@ -77,11 +79,11 @@ def test_failed_verify_activates_nothing_and_the_old_layout_keeps_serving(spark,
     _run(spark, c, env["warehouse"], env["source"], "run-1", query_log=env["log"])
     before = c.active_layout("lineitem", "1995")
     paths = _run(spark, c, env["warehouse"], env["source"], "run-2", query_log=env["log"], until="write_blocks")
-    written = steps._read_json(paths.file("written.json"), "test")
-    shutil.rmtree(next(iter(written["blocks"].values()))["path"])  # a block lost on the way
+    written = read_artifact(paths.staging, WrittenBlocks, "test")
+    shutil.rmtree(next(iter(written.blocks.values()))["path"])  # a block lost on the way
     with pytest.raises(steps.StepError, match="verify failed"):
         steps.verify(spark, paths, LINEITEM, c)
-    with pytest.raises(steps.StepError, match="verified.json is missing"):
+    with pytest.raises(steps.StepError, match="verified.json .written by verify. is missing: run verify before update_catalog"):
         steps.update_catalog(spark, paths, LINEITEM, c)
     assert c.active_layout("lineitem", "1995") == before
     assert {v.run_id: v.state for v in c.versions("lineitem", "1995")} == {"run-1": "active", "run-2": "failed"}
@@ -104,14 +106,14 @@ def test_garbage_query_log_and_no_log(spark, env, tmp_path):
                        "SELECT count(*) FROM lineitem WHERE l_returnflag = 'R';\n"
                        "SELECT count(*) FROM lineitem WHERE l_returnflag = 'R' AND l_quantity > 1000;\n")
     paths = _run(spark, c, env["warehouse"], env["source"], "run-g", query_log=str(garbage))
-    metrics = steps._read_json(paths.file("metrics.json"), "test")
-    assert metrics["featurize"]["failed"] == 2 and metrics["featurize"]["features"] >= 1
+    metrics = steps.read_metrics(paths)
+    assert metrics["featurize"]["failed"] == 2 and metrics["featurize"]["cuts"] >= 1
     layout = c.active_layout("lineitem", "1995")
     assert sum(b.row_count for b in layout.blocks) == metrics["ingest"]["rows"]
     # no log at all: every row has the same vector and blocks are cut by size only
     paths = _run(spark, c, env["warehouse"], env["source"], "run-n", partition="1996",
                  start="1996-01-01", end="1997-01-01", query_log=None)
-    metrics = steps._read_json(paths.file("metrics.json"), "test")
+    metrics = steps.read_metrics(paths)
     assert metrics["reduce"]["distinct_vectors"] == 1
     assert all(500 <= b.row_count < 1000 for b in c.active_layout("lineitem", "1996").blocks)
 
@@ -166,9 +168,9 @@ def test_a_log_with_more_cuts_than_a_long_has_bits_keeps_them_all(spark, env, tm
     log.write_text("".join(f"SELECT sum(l_quantity) FROM lineitem WHERE l_partkey < {20 * k};\n"
                            for k in range(1, 71)))
     paths = steps.RunPaths(env["warehouse"], "lineitem", "1995", "run-wide")
-    steps.run_in_process(spark, c, SCHEMA, paths, str(env["source"]), "qdtree", 500, str(log),
-                         date_column="l_shipdate", start="1995-01-01", end="1996-01-01",
-                         sort_column="l_shipdate")
+    steps.run_in_process(spark, c, SCHEMA, paths, str(env["source"]), "qdtree",
+                         {"block_rows": 500, "sort_column": "l_shipdate"}, str(log),
+                         date_column="l_shipdate", start="1995-01-01", end="1996-01-01")
     layout = c.active_layout("lineitem", "1995")
     assert len(layout.cuts) == 70
     (last,) = [cut for cut in layout.cuts if cut.position == 69]  # past the 63 bits of a long
@@ -195,7 +197,43 @@ def test_a_log_with_more_cuts_than_a_long_has_bits_keeps_them_all(spark, env, tm
 
 def test_featurized_rows_of_an_older_version_are_refused(spark, env):
     paths = steps.RunPaths(env["warehouse"], "lineitem", "1995", "run-old")
+    steps.ingest(spark, paths, LINEITEM, str(env["source"]), env["catalog"], "l_shipdate", "1995-01-01",
+                 "1996-01-01")
+    steps.featurize(spark, paths, SCHEMA, env["log"], "fineblock", {"block_rows": 500}, env["catalog"])
     # before bit strings, the vector was a long column
-    spark.range(3).selectExpr("id AS l_orderkey", "id AS _vec").write.parquet(str(paths.file("featurized")))
+    spark.range(3).selectExpr("id AS l_orderkey", "id AS _vec").write.mode("overwrite") \
+        .parquet(str(paths.file("featurized")))
     with pytest.raises(steps.StepError, match="run featurize again"):
-        steps.reduce_vectors(spark, paths)
+        steps.reduce_vectors(spark, paths, LINEITEM)
+
+
+def test_artifacts_of_an_older_format_or_a_changed_schema_are_refused(spark, env):
+    import json
+
+    from layout_core.schema import TableSchema
+
+    paths = _run(spark, env["catalog"], env["warehouse"], env["source"], "run-art", query_log=env["log"],
+                 until="write_blocks")
+    features = json.loads(paths.file("features.json").read_text())
+    # a table that gained a column since featurize ran: its plan no longer fits
+    wider = TableSchema("lineitem", (*LINEITEM.columns, ("l_note", "string")), LINEITEM.primary_key)
+    with pytest.raises(steps.StepError, match="another schema of lineitem"):
+        steps.optimize(paths, wider)
+    with pytest.raises(steps.StepError, match="another schema"):
+        steps.write_blocks(spark, paths, wider, env["catalog"])
+    # written by an older release: no format version
+    paths.file("features.json").write_text(json.dumps({k: v for k, v in features.items() if k != "format"}))
+    with pytest.raises(steps.StepError, match=r"features.json \(written by featurize\) is from an older version"):
+        steps.optimize(paths, LINEITEM)
+    # a field of the wrong type names the field and the step to run again
+    paths.file("features.json").write_text(json.dumps({**features, "cuts": "none"}))
+    with pytest.raises(steps.StepError, match="field cuts must be a list, not str: run featurize again"):
+        steps.optimize(paths, LINEITEM)
+
+
+def test_an_unknown_optimizer_fails_at_featurize_with_the_registered_names(spark, env):
+    paths = steps.RunPaths(env["warehouse"], "lineitem", "1995", "run-unknown")
+    with pytest.raises(steps.StepError, match="unknown optimizer 'pando9'; registered: fineblock, sortkey, qdtree"):
+        steps.featurize(spark, paths, SCHEMA, env["log"], "pando9", {}, env["catalog"])
+    with pytest.raises(steps.StepError, match="optimizer sortkey has no setting num_feat"):
+        steps.featurize(spark, paths, SCHEMA, env["log"], "sortkey", {"num_feat": 3}, env["catalog"])

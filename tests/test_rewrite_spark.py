@@ -30,7 +30,7 @@ def _c(table, name):
 def layout(spark, tpch_sf001, tmp_path_factory):
     from pyspark.sql import functions as F
 
-    from layout_core.spark.layout import lay_out
+    from tests.handmade_layout import lay_out
     from layout_core.spark.views import register_layout_views
 
     warehouse = tmp_path_factory.mktemp("warehouse")

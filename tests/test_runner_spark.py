@@ -18,7 +18,7 @@ SCHEMA = load_schema("tpch")
 def lineitem_by_year(spark, tpch_sf001, tmp_path_factory):
     from pyspark.sql import functions as F
 
-    from layout_core.spark.layout import lay_out
+    from tests.handmade_layout import lay_out
     from layout_core.spark.runner import register_raw_tables
     from layout_core.spark.views import register_layout_views
 

@@ -360,7 +360,8 @@ def test_candidate_cuts_are_per_conjunct():
         ("SELEC * FROM orders", "cannot parse SQL"),
         ("SELECT * FROM orderz", "unknown table 'orderz'"),
         ("SELECT o_nope FROM orders", "cannot resolve columns"),
-        ("CREATE VIEW v AS SELECT 1 FROM a WITH whatever", "unsupported statement"),
+        ("CREATE VIEW v AS SELECT 1 FROM a WITH whatever", "not a query: a CREATE statement"),
+        ("SHOW TABLES", "not a query: a SHOW statement"),
         ("INSERT INTO orders SELECT * FROM orders", "not a query"),
         ("SELECT 1; SELECT 2", "expected one statement"),
     ],
@@ -368,6 +369,35 @@ def test_candidate_cuts_are_per_conjunct():
 def test_bad_statements_raise_clear_errors(sql, reason):
     with pytest.raises(QueryError, match=reason):
         analyze(sql, SCHEMA)
+
+
+def test_parsing_bad_sql_leaves_the_sqlglot_logger_alone(caplog, monkeypatch):
+    """parse_query neither changes sqlglot's logger (not even for a moment) nor
+    lets it warn about the statements it refuses (sqlglot warns before it parses
+    some of them as a generic Command)."""
+    import logging
+
+    from layout_core.sql.analysis import parse_query
+
+    logger = logging.getLogger("sqlglot")
+
+    def settings():
+        return logger.level, list(logger.handlers), list(logger.filters), logger.propagate, logger.disabled
+
+    def changed(*args):
+        raise AssertionError("parse_query changed the sqlglot logger")
+
+    before = settings()
+    for method in ("setLevel", "addHandler", "removeHandler", "addFilter", "removeFilter"):
+        monkeypatch.setattr(logger, method, changed)
+    caplog.set_level(logging.WARNING)  # (on the root logger, where sqlglot's records go)
+    for sql in ["SHOW TABLES", "CREATE VIEW v AS SELECT 1 FROM a WITH whatever", "SELEC * FROM orders",
+                "SELECT * FROM t WHERE", "SELECT 1; SHOW TABLES", "IF x THEN SELECT 1 END IF",
+                "ALTER TABLE t SET TBLPROPERTIES ('a' = 'b')"]:
+        with pytest.raises(QueryError):
+            parse_query(sql)
+        assert settings() == before
+    assert [r.getMessage() for r in caplog.records if r.name == "sqlglot"] == []
 
 
 def test_split_statements_keeps_quotes_comments_and_headers():
@@ -389,11 +419,11 @@ select "a;b" from u -- end ; here
 
 def test_sqlglot_schema_is_built_once_per_schema_and_never_shared():
     from layout_core.schema import schema_from_dict
-    from layout_core.sql.analysis import _sqlglot_schema
+    from layout_core.sql.analysis import sqlglot_schema
 
     one = schema_from_dict({"tables": {"t": {"columns": {"a": "int"}}}})
     two = schema_from_dict({"tables": {"t": {"columns": {"b": "int"}}}})
-    assert _sqlglot_schema(one) is _sqlglot_schema(one)
+    assert sqlglot_schema(one) is sqlglot_schema(one)
     assert analyze("SELECT a FROM t WHERE a = 1", one).filter("t0") == Compare(Column("a", "int"), "=", 1)
     assert analyze("SELECT a FROM t WHERE a = 2", one).filter("t0") == Compare(Column("a", "int"), "=", 2)
     with pytest.raises(QueryError, match="cannot resolve columns"):

@@ -11,7 +11,7 @@ from layout_core.optimize.fineblock import VectorCounts
 from layout_core.optimize.qdtree import greedy_tree, skipped_rows, tree_blocking_map
 from layout_core.schema import load_schema
 from layout_core.sql.analysis import analyze
-from layout_core.workload.tree_inputs import (candidate_cut_lists, is_range_atom, leaf_sort_column,
+from layout_core.workload.tree_inputs import (candidate_cut_lists, is_range_atom,
                                               or_hull_cuts, range_filtered_columns, workload_matrices)
 from layout_core.predicates import And, Between, Column, Compare, InList, Or, disjoint, implies, to_sql
 from tests.sql3vl import evaluate
@@ -39,15 +39,25 @@ def test_the_most_range_filtered_column_wins_and_a_reference_counts_once():
         "SELECT count(*) FROM lineitem WHERE l_returnflag = 'R'",  # equality: not a range
     )
     assert range_filtered_columns(log, "lineitem") == [("l_quantity", 2), ("l_discount", 1), ("l_shipdate", 1)]
-    assert leaf_sort_column(log, "lineitem", ["l_orderkey", "l_linenumber"]) == ["l_quantity"]
+    assert _sort_columns(log, "lineitem") == ("l_quantity",)
 
 
 def test_no_range_filter_falls_back():
     log = analyses("SELECT count(*) FROM lineitem WHERE l_returnflag = 'R'",
                    "SELECT count(*) FROM orders WHERE o_orderdate < DATE '1995-01-01'")
-    assert leaf_sort_column(log, "lineitem", ["l_orderkey", "l_linenumber"]) == ["l_orderkey", "l_linenumber"]
-    assert leaf_sort_column(log, "orders", ["o_orderkey"]) == ["o_orderdate"]
-    assert leaf_sort_column([], "part", ["p_partkey"]) == ["p_partkey"]
+    assert _sort_columns(log, "lineitem") == ("l_orderkey", "l_linenumber")  # the primary key
+    assert _sort_columns(log, "orders") == ("o_orderdate",)
+    assert _sort_columns([], "part") == ("p_partkey",)
+
+
+def _sort_columns(log, table: str) -> tuple:
+    """The in-leaf order a tree optimizer picks for `table` from the log."""
+    from layout_core.optimizers import TableQueries
+    from layout_core.optimizers.base import sort_columns
+
+    schema_table = SCHEMA.table(table)
+    workload = TableQueries(table, tuple(log), SCHEMA.key_hops()).summary([], set(schema_table.column_names))
+    return sort_columns(schema_table, workload, "")
 
 
 # --- range cuts between the literals of equality cuts -------------------------------

@@ -29,14 +29,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from ..optimize.features import select_features
-from ..optimize.fineblock import VectorCounts, bottom_up, unpack_bit_strings
+from ..optimizers import CandidateCut, VectorSample, plan_layout
 from ..predicates import Predicate, TRUE, conj, conjuncts, to_sql
 from ..schema import Schema, TableSchema, load_schema
 from ..skipping.router import LayoutIndex, route_layout
@@ -95,7 +95,9 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_bit_vector, with_cut_flags, with_pieces
+    from ..spark.assign import tie_order, with_plan_blocks
+    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_pieces, write_block_folders
+    from ..spark.featurize import with_vectors
     from ..spark_session import local_session
 
     work = work.resolve()
@@ -132,43 +134,43 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         t0 = time.monotonic()
         features = select_features([list(conjuncts(p)) for p in train_preds], num_feat, min_support=max(2, len(train_preds) // 100),
                                    exclude=lambda p: bool(p.columns() & set(DATE_COLUMNS)))
-        cuts = [f.predicate for f in features]
-        flagged = with_bit_vector(with_cut_flags(wide, [to_sql(c) for c in cuts]), len(cuts)).cache()
+        cuts = [CandidateCut(f.predicate, "simple", f.support) for f in features]
+        flagged = with_vectors(wide, cuts, {}).cache()
         pairs = flagged.groupBy("month", "_vec").count().collect()
         steps["featurize_reduce"] = time.monotonic() - t0
 
         def fineblock_map(size: int):
-            """Per month: bottom-up blocks; returns (pieces rows, n_blocks, seconds)."""
+            """Per month partition, the fineblock plan (`plan_layout`, as the nightly
+            DAG makes it); returns (pieces with their month, n_blocks, seconds)."""
             started = time.monotonic()
             by_month: dict[str, list] = {}
             for r in pairs:
                 by_month.setdefault(r["month"], []).append((r["_vec"], int(r["count"])))
-            weights = np.array([f.support for f in features], dtype=float)
             pieces, offset = [], 0
             for month in sorted(by_month):
                 items = sorted(by_month[month])
-                keys = [v for v, _ in items]
-                vectors = unpack_bit_strings(keys, len(cuts))
-                counts = np.array([c for _, c in items], dtype=np.int64)
-                bm = bottom_up(VectorCounts(vectors, counts, weights), size)
-                for vi, b, s, e in zip(bm.vector_index, bm.block, bm.row_start, bm.row_end):
-                    pieces.append((month, keys[vi], int(b) + offset, int(s), int(e)))
-                offset += bm.n_blocks
+                sample = VectorSample(tuple(v for v, _ in items), [c for _, c in items], sum(c for _, c in items))
+                plan = plan_layout("fineblock", wide_table, sample, cuts, settings={"block_rows": size})
+                pieces += [(month, key, block + offset, s, e) for key, block, s, e in plan.assignment.pieces]
+                offset += plan.n_blocks
             return pieces, offset, time.monotonic() - started
 
         pieces, n_fine, steps["optimize"] = fineblock_map(min_size)
 
         t0 = time.monotonic()
-        data_cols = [c for c in wide.columns if not c.startswith("_")]
-        order = [F.xxhash64(*data_cols)]
+        data_cols = list(wide_table.column_names)
+        order = tie_order(data_cols)
         fine = (with_pieces(flagged, pieces, PIECE_KEYS, order)
                 .withColumnRenamed("_block", BLOCK_COLUMN).cache())
         fine_summaries = summarize_blocks(fine, wide_table, len(cuts))
-        steps["write_blocks_and_stats"] = time.monotonic() - t0
+        steps["assign_and_stats"] = time.monotonic() - t0
 
         mean_block = max(1, total_rows // max(1, n_fine))
-        by_date = F.row_number().over(Window.orderBy("o_orderdate", *order)) - 1
-        range1 = flagged.withColumn(BLOCK_COLUMN, F.floor(by_date / mean_block).cast("int"))
+        # range: the sortkey optimizer's plan on o_orderdate, blocks of fineblock's mean size
+        everything = VectorSample(*_whole_table(pairs))
+        range_plan = plan_layout("sortkey", wide_table, everything, cuts,
+                                 settings={"block_rows": mean_block, "sort_column": "o_orderdate"})
+        range1 = with_plan_blocks(flagged, range_plan).withColumnRenamed("_block", BLOCK_COLUMN)
         per_month = F.row_number().over(Window.partitionBy("month").orderBy(
             "r_name", "c_mktsegment", "l_quantity", *order)) - 1
         month_rank = F.dense_rank().over(Window.orderBy("month")) * 100000
@@ -176,7 +178,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         layouts = {
             "range": LayoutIndex.from_blocks("range", summarize_blocks(range1, wide_table, 0), []),
             "range2": LayoutIndex.from_blocks("range2", summarize_blocks(range2, wide_table, 0), []),
-            "fineblock": LayoutIndex.from_blocks("fineblock", fine_summaries, cuts),
+            "fineblock": LayoutIndex.from_blocks("fineblock", fine_summaries, [c.predicate for c in cuts]),
         }
 
         # rows actually needed: rows satisfying each test query
@@ -205,8 +207,11 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
             frames = {"range": range1, "range2": range2, "fineblock": fine}
             for name, frame in frames.items():
                 path = work / f"layout_{name}_sf{sf}"
-                frame.select(*data_cols, BLOCK_COLUMN).repartition(BLOCK_COLUMN).write.mode("overwrite") \
-                    .partitionBy(BLOCK_COLUMN).parquet(str(path))
+                shutil.rmtree(path, ignore_errors=True)  # no block of an earlier run
+                started = time.monotonic()
+                write_block_folders(frame, data_cols, path, work / "_staging")
+                if name == "fineblock":
+                    steps["write"] = time.monotonic() - started
                 view = spark.read.parquet(str(path))
                 view.createOrReplaceTempView(f"wide_{name}")
                 started = time.monotonic()
@@ -223,7 +228,8 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
                 sweep_pieces, n_blocks, _ = fineblock_map(size)
                 blocked = with_pieces(flagged, sweep_pieces, PIECE_KEYS, order) \
                     .withColumnRenamed("_block", BLOCK_COLUMN)
-                index = LayoutIndex.from_blocks("sweep", summarize_blocks(blocked, wide_table, len(cuts)), cuts)
+                index = LayoutIndex.from_blocks("sweep", summarize_blocks(blocked, wide_table, len(cuts)),
+                                              [c.predicate for c in cuts])
                 scanned = sum(route_layout(p, p, index).rows for p in test_preds)
                 sweep_result[str(size)] = {"blocks": n_blocks,
                                            "rows_scanned_fraction": scanned / (total_rows * len(test_preds))}
@@ -235,7 +241,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         "rows": total_rows,
         "month_partitions": months,
         "min_size": min_size,
-        "features": [to_sql(c) for c in cuts],
+        "features": [c.sql for c in cuts],
         "train_queries": len(train_preds),
         "test_queries": len(test_preds),
         "layouts": result_layouts,
@@ -245,6 +251,15 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         "router_seconds": {k: round(v, 2) for k, v in router_seconds.items()},
         "min_size_sweep": sweep_result,
     }
+
+
+def _whole_table(pairs) -> tuple:
+    """(keys, counts, rows) of the (vector, count) pairs summed over months."""
+    counts: dict[str, int] = {}
+    for r in pairs:
+        counts[r["_vec"]] = counts.get(r["_vec"], 0) + int(r["count"])
+    keys = tuple(sorted(counts))
+    return keys, [counts[k] for k in keys], sum(counts.values())
 
 
 def format_result(r: dict) -> str:

@@ -10,27 +10,25 @@ Layouts, all with blocks of `--block-rows` rows and per-block zone maps:
 - qdtree: greedy qd-tree over the training queries' simple cuts (MTO §2.1.3);
 - mto: the same with join-induced cuts (MTO §4), bits exact by joins.
 
-Tree layouts: every row is routed through the tree to its leaf
-(`route_vectors`); a leaf of R rows becomes max(1, R // block_rows) blocks
-(`leaf_blocks`) that are ranges of the table's in-leaf sort column
-(`with_tree_blocks`), so their zone maps stay narrow. The in-leaf sort column
-is `leaf_sort_column`: the column the most training references filter by a
-range (l_shipdate, o_orderdate, c_acctbal, p_size in the B1 workload), else the
-primary key. The tree is grown greedily with the router's objective
-(`greedy_tree(..., objective="router")`): a split is scored by the rows the
-router will skip in its children, judged from the union/intersection bits of
-every cut the layout keeps, not only of the cuts on the path.
+Every table is laid out by `pipeline.in_memory.lay_out_in_memory`: the
+functions the nightly steps call (the registered optimizer's cut choice,
+`spark.featurize`, `optimizers.plan_layout`, `spark.assign`), with the
+optimizers' default settings but `block_rows` and sortkey's column. How
+the tree optimizers sample, size leaves and sort inside them is theirs
+(`optimizers/qdtree.py`), not the benchmark's.
 
 For each layout the router (the same one queries use) decides the blocks of
 every test query's table references. Reported: blocks and rows read, per table
-and in total; the lower bound sum(ceil(rows needed / block rows)); optimizer
-seconds per table; router latency per query (median of ROUTER_ROUNDS runs, parsing included).
+and in total; the lower bound sum(ceil(rows needed / block rows)); seconds of
+the same stages for every layout (featurize, reduce, optimize, assign blocks,
+and write when `--spark` writes them); router latency per query (median of
+ROUTER_ROUNDS runs, parsing included).
 
 With `spark_e2e` (`layout bench tpch --spark`), the sortkey and mto layouts of
 all 8 tables are also written as block folders, and every test query runs on
 Spark rewritten with its route (block_id filters) on each layout, after the
 same query on the raw tables; answers must be identical, and the total Spark
-seconds per layout are reported (issue item 7).
+seconds per layout are reported.
 """
 
 from __future__ import annotations
@@ -44,66 +42,47 @@ from pathlib import Path
 
 import numpy as np
 
-from ..optimize.fineblock import VectorCounts, unpack_bit_strings
-from .sun import LONG_RUN_JVM
-from ..optimize.qdtree import greedy_tree, leaf_blocks, route_vectors
-from ..predicates import TRUE, Predicate, to_sql
+from ..optimizers import TableQueries
+from ..predicates import TRUE, to_sql
 from ..schema import load_schema
 from ..skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
 from ..sql.analysis import analyze
 from ..workload.tpch import generate
 from ..workload.tpch_data import generate_tpch
-from ..workload.tree_inputs import (DEFAULT_MAX_CUTS_PER_KIND, candidate_cut_lists, filtered_columns,
-                                    leaf_sort_column, workload_matrices)
+from .sun import LONG_RUN_JVM
 
 log = logging.getLogger("layout.bench.tpch")
 
 LAYOUTS = ("sortkey", "zorder", "hilbert", "qdtree", "mto")
-SORT_KEYS = {"lineitem": ["l_shipdate"], "orders": ["o_orderdate"]}
-CURVE_COLUMNS = 3
-
-
+SORT_KEYS = {"lineitem": "l_shipdate", "orders": "o_orderdate"}  # sortkey's column; others: the primary key
 E2E_LAYOUTS = ("sortkey", "mto")
 NEEDED = "needed"  # the Spark run's ideal: every reference reads exactly the rows it needs
-TREE_SAMPLE_ROWS = 150_000
+STAGES = ("featurize", "reduce", "optimize", "assign", "write")
 # Each test query is routed this often and its latency is the median: one slow
 # moment of this shared machine should not decide a percentile. (The reasoning
 # caches are warm in every round, the first included: the counts above routed
 # every query already.)
 ROUTER_ROUNDS = 5
-SAMPLE_MODULUS = 1_000_000
 
 
-def leaf_column(root, flag_columns: list[str]):
-    """A Spark column with the leaf id each row reaches: the tree as nested CASE
-    WHEN over the boolean cut flag columns (a TRUE flag goes left), the same
-    decisions as `route_vectors` makes on bit vectors."""
-    from pyspark.sql import functions as F
-
-    def build(node):
-        if node.is_leaf:
-            return F.lit(node.leaf_id)
-        return F.when(F.col(flag_columns[node.cut]), build(node.left)).otherwise(build(node.right))
-
-    return build(root).cast("int")
+def layout_settings(layout: str, table: str, block_rows: int, extra: dict | None = None) -> dict:
+    """B1's settings of one layout for one table: the optimizers' defaults but
+    block_rows, and sortkey's column (lineitem by ship date, orders by order date)."""
+    settings = {"block_rows": block_rows, **(extra or {})}
+    if layout == "sortkey":
+        settings["sort_column"] = SORT_KEYS.get(table, "")
+    return settings
 
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
         work: Path = Path(".layout/bench/tpch"), layouts=LAYOUTS, spark_e2e: bool = False,
-        tree_objective: str = "router", max_cuts: int = DEFAULT_MAX_CUTS_PER_KIND,
-        leaf_sort: bool = True, tree_sample_rows: int = TREE_SAMPLE_ROWS) -> dict:
-    """`tree_objective`, `max_cuts` (per kind), `leaf_sort` (False: a leaf's
-    blocks are ranges of the row hash, as before) and `tree_sample_rows` (the
-    trees of a larger table are built on a sample of about this many rows)
-    exist for measuring variants."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    from ..spark.blocks import (BLOCK_COLUMN, VECTOR_COLUMN, cut_flag_columns, summarize_blocks, with_bit_vector,
-                                with_tree_blocks, write_block_folders)
-    from ..spark.curves import curve_block_index, with_curve_key
-    from ..spark.induced import with_layout_cut_flags
+        tree_settings: dict | None = None) -> dict:
+    """`tree_settings` (e.g. {"max_cuts": 48, "sample_rows": 0}) override the
+    qdtree/mto defaults, for measuring variants."""
+    from ..spark.assign import BLOCK_INDEX
+    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, write_block_folders
     from ..spark_session import local_session
+    from ..pipeline.in_memory import lay_out_in_memory
 
     work = work.resolve()
     schema = load_schema("tpch")
@@ -112,7 +91,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     queries = generate(per_template, seed, scale_factor=sf)
     train_q = [q for q in queries if q.instance % 2 == 1]
     test_q = [q for q in queries if q.instance % 2 == 0]
-    train = [analyze(q.sql, schema) for q in train_q]
+    train = tuple(analyze(q.sql, schema) for q in train_q)
     test = [analyze(q.sql, schema) for q in test_q]
 
     if not set(layouts) <= set(LAYOUTS):
@@ -121,9 +100,8 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         raise ValueError(f"the Spark run needs the layouts {E2E_LAYOUTS}")
     spark = local_session("layout-bench-tpch", extra=LONG_RUN_JVM)
     indexes: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}
-    optimize_seconds = {name: {} for name in layouts}
-    leaf_sort_columns: dict[str, list[str]] = {}
-    tree_sample: dict[str, dict] = {}
+    stage_seconds = {name: {} for name in layouts}
+    plans: dict[str, dict[str, dict]] = {name: {} for name in layouts}
     blocks_total = {name: {} for name in layouts}
     table_rows: dict[str, int] = {}
     folders = work / f"blocks_sf{sf}_b{block_rows}"
@@ -133,87 +111,30 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         for t, frame in tables.items():
             frame.createOrReplaceTempView(t)
         for name, table in schema.tables.items():
-            df = tables[name]
-            data_cols = list(table.column_names)
-            order = [F.xxhash64(*data_cols)]
-            simple, induced = candidate_cut_lists(train, name, key_hops, max_per_kind=max_cuts)
-            cuts: list[Predicate] = simple + induced
-            flags = cut_flag_columns(len(cuts))
-            keyed = with_bit_vector(with_layout_cut_flags(df, cuts, tables), len(cuts)).cache()
-            n_rows = keyed.count()
-            table_rows[name] = n_rows
-            log.info("%s: %d rows, %d simple and %d join-induced cuts", name, n_rows, len(simple), len(induced))
-
-            def summarize(blocked, with_cuts: list[Predicate], kind: str):
-                write = spark_e2e and kind in E2E_LAYOUTS
-                if write:  # computed once for the summaries and the block folders
-                    blocked = blocked.persist()
-                summaries = summarize_blocks(blocked, table, len(cuts))
-                blocks_total[kind][name] = len(summaries)
-                if write:
-                    shutil.rmtree(folders / kind / name, ignore_errors=True)  # no block of an earlier run
-                    write_block_folders(blocked, data_cols, folders / kind / name, folders / "_staging")
-                    blocked.unpersist()
-                # layouts that do not know the cuts get zone maps only
-                return LayoutIndex.from_blocks(name, summaries, with_cuts)
-
-            if "sortkey" in layouts:
-                started = time.monotonic()
-                sort_cols = SORT_KEYS.get(name, list(table.primary_key))
-                rn = F.row_number().over(Window.orderBy(*sort_cols, *order)) - 1
-                blocked = keyed.withColumn(BLOCK_COLUMN, F.floor(rn / block_rows).cast("int"))
-                indexes["sortkey"][name] = summarize(blocked, [], "sortkey")
-                optimize_seconds["sortkey"][name] = round(time.monotonic() - started, 2)
-            curve_cols = filtered_columns(train, name, CURVE_COLUMNS) or list(table.primary_key)
-            for kind in ("zorder", "hilbert"):
-                if kind not in layouts:
-                    continue
-                started = time.monotonic()
-                with_key = with_curve_key(keyed, curve_cols, kind)
-                blocked = curve_block_index(with_key, block_rows).withColumn(BLOCK_COLUMN, F.col("_block"))
-                indexes[kind][name] = summarize(blocked, [], kind)
-                optimize_seconds[kind][name] = round(time.monotonic() - started, 2)
-
-            tree_layouts = [x for x in ("qdtree", "mto") if x in layouts]
-            if tree_layouts:
-                # MTO §4.2: build the trees on a uniform sample (deterministic: by row hash) of a
-                # large table, with leaves of block_rows / scale rows, and route every row of the
-                # table through them. The cut bits are computed on the full tables before sampling
-                # (exact by joins), so join-induced cuts need no cardinality adjustment.
-                rate = min(1.0, tree_sample_rows / max(1, n_rows))
-                sample = keyed if rate >= 1.0 else keyed.where(
-                    F.pmod(F.xxhash64(*data_cols), F.lit(SAMPLE_MODULUS)) < int(rate * SAMPLE_MODULUS))
-                pairs = sample.groupBy(VECTOR_COLUMN).count().collect()
-                keys = [r[VECTOR_COLUMN] for r in pairs]
-                counts = np.array([r["count"] for r in pairs], dtype=np.int64)
-                vectors = unpack_bit_strings(keys, len(cuts))
-                scale = n_rows / max(1, int(counts.sum()))
-                tree_sample[name] = {"rows": int(counts.sum()), "vectors": len(keys), "scale": round(scale, 3)}
-                workload = workload_matrices(train, name, key_hops, cuts)
-                vc = VectorCounts(vectors, counts, np.ones(len(cuts)))
-                sort_cols = leaf_sort_column(train, name, SORT_KEYS.get(name, list(table.primary_key)))
-                leaf_sort_columns[name] = sort_cols
-                for kind in tree_layouts:
+            table_queries = TableQueries(name, train, key_hops)
+            for kind in layouts:
+                extra = tree_settings if kind in ("qdtree", "mto") else None
+                laid = lay_out_in_memory(table, tables[name], tables, kind,
+                                         layout_settings(kind, name, block_rows, extra), table_queries)
+                blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX, BLOCK_COLUMN)
+                summaries = summarize_blocks(blocked, table, len(laid.cuts))
+                seconds = dict(laid.seconds)
+                if spark_e2e and kind in E2E_LAYOUTS:
                     started = time.monotonic()
-                    allowed = np.arange(len(simple)) if kind == "qdtree" else None
-                    root = greedy_tree(vc, workload, max(1, math.ceil(block_rows / scale)), allowed_cuts=allowed,
-                                       objective=tree_objective, known_cuts=allowed)
-                    plan = leaf_blocks(root, block_rows, scale=scale)
-                    if rate >= 1.0:
-                        leaf_of_key = route_vectors(root, vectors)
-                        routed, key_ddl = keyed, f"{VECTOR_COLUMN} string"
-                        key_leaves = list(zip(keys, leaf_of_key.tolist()))
-                    else:  # rows the sample did not see: route by the cut flags in Spark
-                        routed = keyed.withColumn("_leaf_key", leaf_column(root, flags))
-                        key_leaves, key_ddl = [(i, i) for i in range(len(plan.n_blocks))], "_leaf_key int"
-                    optimize_seconds[kind][name] = round(time.monotonic() - started, 3)
-                    blocked = with_tree_blocks(routed, key_leaves, key_ddl,
-                                               plan.first_block.tolist(), plan.n_blocks.tolist(),
-                                               sort_cols if leaf_sort else [], order) \
-                        .withColumnRenamed("_block", BLOCK_COLUMN)
-                    used = cuts if kind == "mto" else simple + [None] * len(induced)
-                    indexes[kind][name] = summarize(blocked, used, kind)
-            keyed.unpersist()
+                    shutil.rmtree(folders / kind / name, ignore_errors=True)  # no block of an earlier run
+                    write_block_folders(blocked, table.column_names, folders / kind / name, folders / "_staging")
+                    seconds["write"] = round(time.monotonic() - started, 3)
+                laid.release()
+                stage_seconds[kind][name] = seconds
+                blocks_total[kind][name] = len(summaries)
+                table_rows[name] = laid.plan.rows
+                plans[kind][name] = {"blocks": laid.plan.n_blocks, "cuts": laid.plan.n_cuts,
+                                     "sample_scale": laid.plan.sample_scale,
+                                     **({"sort_columns": list(laid.plan.assignment.sort_columns)}
+                                        if hasattr(laid.plan.assignment, "sort_columns") else {})}
+                indexes[kind][name] = LayoutIndex.from_blocks(name, summaries, [c.predicate for c in laid.cuts])
+                log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(summaries), len(laid.cuts),
+                         seconds)
 
         # rows each test reference needs, for the lower bound
         needed_blocks = 0
@@ -258,13 +179,15 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 rows += r.rows
                 per_template[name][q.template] = per_template[name].get(q.template, 0) + len(r.blocks)
         n_blocks = sum(blocks_total[name].values())
+        stages = {stage: round(sum(s.get(stage, 0.0) for s in stage_seconds[name].values()), 2)
+                  for stage in STAGES}
         result_layouts[name] = {"blocks_read": blocks, "rows_read": rows,
                                 "blocks_total": n_blocks,
                                 # tree leaves hold >= block_rows rows (MTO §2.1.3), so their blocks
                                 # are larger on average than the others': compare rows read too
                                 "mean_block_rows": round(sum(table_rows.values()) / max(1, n_blocks)),
-                                "optimize_seconds": round(sum(optimize_seconds[name].values()), 2),
-                                "optimize_seconds_per_table": optimize_seconds[name], "tables": by_table}
+                                "stage_seconds": stages, "stage_seconds_per_table": stage_seconds[name],
+                                "plans": plans[name], "tables": by_table}
     latencies = []
     for name in layouts:
         result_layouts[name]["blocks_per_template"] = {str(t): n for t, n in sorted(per_template[name].items())}
@@ -287,9 +210,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     out = {
         "scale_factor": sf, "block_rows": block_rows,
         "train_queries": len(train_q), "test_queries": len(test_q),
-        "tree_objective": tree_objective, "max_cuts_per_kind": max_cuts,
-        "leaf_sort_columns": leaf_sort_columns if leaf_sort else {},
-        "tree_sample": tree_sample,
+        "tree_settings": tree_settings or {},
         "layouts": result_layouts,
         "lower_bound_blocks": needed_blocks, "rows_needed": needed_rows,
         "lower_bound_by_table": needed_by_table,
@@ -455,10 +376,11 @@ def format_result(r: dict) -> str:
     lines = [f"B1 on TPC-H SF {r['scale_factor']}, blocks of {r['block_rows']} rows, "
              f"{r['train_queries']} training / {r['test_queries']} test queries",
              f"{'layout':9s} {'blocks read':>12s} {'vs sortkey':>10s} {'rows read':>12s} {'vs sortkey':>10s} "
-             f"{'rows/block':>10s} {'optimize s':>10s}"]
+             f"{'rows/block':>10s}  seconds ({', '.join(STAGES)})"]
     for name, v in r["layouts"].items():
         lines.append(f"{name:9s} {v['blocks_read']:12d} {v['blocks_vs_sortkey']:10.3f} {v['rows_read']:12d} "
-                     f"{v['rows_vs_sortkey']:10.3f} {v['mean_block_rows']:10d} {v['optimize_seconds']:10.2f}")
+                     f"{v['rows_vs_sortkey']:10.3f} {v['mean_block_rows']:10d}  "
+                     + " ".join(f"{v['stage_seconds'][stage]:.1f}" for stage in STAGES))
     lines.append(f"lower bound: {r['lower_bound_blocks']} blocks; router p50 {r['router_ms']['p50']} ms, "
                  f"p99 {r['router_ms']['p99']} ms; chart {r['chart']}")
     if "spark" in r:

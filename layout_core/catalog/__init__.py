@@ -1,4 +1,4 @@
-"""The layout catalog: tables, layout versions, their cuts and blocks (SQLAlchemy Core)."""
+"""The layout catalog: tables, layout versions, their cuts, blocks and trees (SQLAlchemy Core)."""
 
 from .records import (
     CUT_KINDS,
@@ -8,8 +8,11 @@ from .records import (
     BlockRecord,
     CatalogSnapshot,
     CutRecord,
+    PurgeRecord,
     TableInfo,
+    TreeNodeRecord,
     VersionInfo,
+    leaf_of,
 )
 from .store import Catalog, CatalogError
 
@@ -23,6 +26,9 @@ __all__ = [
     "CatalogError",
     "CatalogSnapshot",
     "CutRecord",
+    "PurgeRecord",
     "TableInfo",
+    "TreeNodeRecord",
     "VersionInfo",
+    "leaf_of",
 ]

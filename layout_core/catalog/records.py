@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from pyroaring import BitMap64
 
@@ -54,7 +54,9 @@ class BlockRecord:
     """One block of a layout: its files, column stats and cut bit vectors.
 
     Bit i of `union_bits` is set when some row satisfies cut i, bit i of
-    `all_bits` when every row does; both may exceed 64 bits.
+    `all_bits` when every row does; both may exceed 64 bits. `leaves` is the
+    block's lineage in a tree layout: entry t is the leaf id of tree t that
+    the block's rows came from (empty for layouts without trees).
     """
 
     block_id: int
@@ -64,10 +66,94 @@ class BlockRecord:
     stats: dict[str, dict[str, Any]]
     union_bits: int
     all_bits: int
+    leaves: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.union_bits < 0 or self.all_bits < 0:
             raise ValueError("bit vectors must be non-negative integers")
+        if any(leaf < 0 for leaf in self.leaves):
+            raise ValueError(f"leaf ids must be >= 0, not {self.leaves}")
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNodeRecord:
+    """One node of a layout tree (qd-tree, MTO: tree 0; Pando: trees 0..k-1).
+
+    An internal node routes on the cut at bit position `cut` of its version's
+    cuts: rows with bit 1 go to the node `left`, rows with bit 0 to `right`.
+    A leaf has `leaf_id` instead, the id that `BlockRecord.leaves` refers to.
+    `rows` is the number of rows the layout put under the node.
+    """
+
+    tree: int
+    node_id: int
+    rows: int
+    cut: int | None = None
+    left: int | None = None
+    right: int | None = None
+    leaf_id: int | None = None
+
+    def __post_init__(self) -> None:
+        where = f"tree {self.tree} node {self.node_id}"
+        numbers = {"tree": self.tree, "node_id": self.node_id, "rows": self.rows, "cut": self.cut,
+                   "left": self.left, "right": self.right, "leaf_id": self.leaf_id}
+        negative = [name for name, value in numbers.items() if value is not None and value < 0]
+        if negative:
+            raise ValueError(f"{where}: {', '.join(negative)} must be >= 0")
+        internal = (self.cut, self.left, self.right)
+        if self.leaf_id is None:
+            if None in internal:
+                raise ValueError(f"{where}: an internal node needs cut, left and right "
+                                 f"(a leaf needs leaf_id), got cut={self.cut} left={self.left} "
+                                 f"right={self.right}")
+            if self.left == self.right or self.node_id in (self.left, self.right):
+                raise ValueError(f"{where}: left ({self.left}) and right ({self.right}) must be "
+                                 f"two other nodes")
+        elif internal != (None, None, None):
+            raise ValueError(f"{where}: a leaf (leaf_id={self.leaf_id}) has no cut, left or right")
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.leaf_id is not None
+
+
+def tree_roots(nodes: Iterable[TreeNodeRecord]) -> dict[int, list[int]]:
+    """Per tree, the ids of its nodes that are nobody's child (a sound tree has one)."""
+    children: dict[int, set[int]] = {}
+    ids: dict[int, list[int]] = {}
+    for node in nodes:
+        ids.setdefault(node.tree, []).append(node.node_id)
+        if not node.is_leaf:
+            children.setdefault(node.tree, set()).update((node.left, node.right))
+    return {tree: [n for n in sorted(found) if n not in children.get(tree, set())]
+            for tree, found in ids.items()}
+
+
+def leaf_of(nodes: Iterable[TreeNodeRecord], tree: int, bits: str) -> int:
+    """The leaf id of `tree` that a row with bit vector `bits` is routed to.
+
+    Character j of `bits` is the row's bit for cut j; '1' goes left, '0' right.
+    """
+    nodes = [node for node in nodes if node.tree == tree]
+    roots = tree_roots(nodes).get(tree, [])
+    if len(roots) != 1:
+        raise ValueError(f"tree {tree} has {len(roots)} roots, not 1")
+    by_id = {node.node_id: node for node in nodes}
+    node = by_id[roots[0]]
+    for _ in range(len(by_id)):  # a path visits each node at most once
+        if node.is_leaf:
+            return node.leaf_id
+        if node.cut >= len(bits):
+            raise ValueError(f"tree {tree} node {node.node_id} routes on cut {node.cut}, "
+                             f"but the bit vector has only {len(bits)} bits")
+        bit = bits[node.cut]
+        if bit not in "01":
+            raise ValueError(f"bit vectors are strings of '0' and '1', not {bits!r}")
+        child = node.left if bit == "1" else node.right
+        if child not in by_id:
+            raise ValueError(f"tree {tree} node {node.node_id} has no child node {child}")
+        node = by_id[child]
+    raise ValueError(f"tree {tree} has a cycle")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +161,9 @@ class VersionInfo:
     """One layout version of a (table, partition) and where it is in its life.
 
     `n_blocks` is the number of block ids reserved by `begin_version`;
-    `block_ids` is that reserved range.
+    `block_ids` is that reserved range. `parent_version` is the version this
+    one retired when it was activated (None for the first of its partition);
+    `failed_at` is when it was last marked failed (None unless failed).
     """
 
     version_id: int
@@ -88,19 +176,33 @@ class VersionInfo:
     created_at: dt.datetime
     activated_at: dt.datetime | None
     n_blocks: int
-    routing_index: dict[str, Any] | None
     retired_at: dt.datetime | None = None
     reason: str | None = None
     block_ids: range = field(default=range(0))
+    parent_version: int | None = None
+    failed_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ActiveLayout:
-    """A version together with its cuts (by position) and blocks (by block id)."""
+    """A version with its cuts (by position), blocks (by block id) and tree nodes
+    (by tree, then node id; empty for layouts without trees)."""
 
     version: VersionInfo
     cuts: tuple[CutRecord, ...]
     blocks: tuple[BlockRecord, ...]
+    trees: tuple[TreeNodeRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeRecord:
+    """A folder that garbage collection deleted: a retired or failed version's
+    block folder, or (version_id None) an orphaned run staging folder."""
+
+    version_id: int | None
+    path: str
+    bytes: int
+    purged_at: dt.datetime
 
 
 @dataclass(frozen=True, slots=True)

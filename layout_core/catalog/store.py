@@ -21,15 +21,20 @@ from typing import Any, Callable, Iterable, Iterator
 import sqlalchemy as sa
 
 from .records import (
+    STATES,
     ActiveLayout,
     BlockRecord,
     CatalogSnapshot,
     CutRecord,
+    PurgeRecord,
     TableInfo,
+    TreeNodeRecord,
     VersionInfo,
+    tree_roots,
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+SCHEMA_LOCK_KEY = 0x6C61796F7574  # "layout": the PostgreSQL advisory lock held while setting up tables
 
 # SQLite only auto-increments an INTEGER PRIMARY KEY, so ids are BIGINT elsewhere.
 Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -57,11 +62,14 @@ versions_t = sa.Table(
     sa.Column("run_id", sa.String(255), nullable=False),
     sa.Column("n_blocks", sa.BigInteger, nullable=False),
     sa.Column("first_block_id", sa.BigInteger, nullable=False),
-    sa.Column("routing_index_json", sa.Text),
     sa.Column("reason", sa.Text),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("activated_at", sa.DateTime(timezone=True)),
     sa.Column("retired_at", sa.DateTime(timezone=True)),
+    # The version this one retired on activation. No foreign key: the column is
+    # added by ALTER TABLE to older databases, and versions are never deleted.
+    sa.Column("parent_version_id", sa.BigInteger),
+    sa.Column("failed_at", sa.DateTime(timezone=True)),
     sa.UniqueConstraint("table_name", "partition_name", "run_id", name="layout_versions_run_uq"),
     # The database itself refuses two active versions of one partition.
     sa.Index(
@@ -95,6 +103,48 @@ blocks_t = sa.Table(
     sa.Column("stats_json", sa.Text, nullable=False),
     sa.Column("union_bits", sa.Text, nullable=False),  # hex
     sa.Column("all_bits", sa.Text, nullable=False),  # hex
+    sa.Column("leaves_json", sa.Text),  # per tree, the leaf the rows came from; NULL = none
+)
+
+tree_nodes_t = sa.Table(
+    "layout_tree_nodes", metadata,
+    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("tree", sa.Integer, primary_key=True),
+    sa.Column("node_id", sa.BigInteger, primary_key=True),
+    sa.Column("cut", sa.Integer),  # internal nodes: cut position, bit 1 -> left_id, 0 -> right_id
+    sa.Column("left_id", sa.BigInteger),
+    sa.Column("right_id", sa.BigInteger),
+    sa.Column("leaf_id", sa.BigInteger),  # leaves only
+    sa.Column("rows", sa.BigInteger, nullable=False),
+)
+
+# A plan can be large (every node of a big tree, per-leaf block counts), so it
+# has its own table and version listings never load it.
+plans_t = sa.Table(
+    "layout_plans", metadata,
+    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("plan_json", sa.Text, nullable=False),
+)
+
+purges_t = sa.Table(
+    "layout_purges", metadata,
+    sa.Column("purge_id", Id, primary_key=True, autoincrement=True),
+    # NULL for a run staging folder, which belongs to no version.
+    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE")),
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("purged_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# Columns added to tables of the first release, in the order they were added.
+# New tables need no entry: create_all makes them. Every added column must be
+# nullable, since existing rows get NULL.
+ADDED_COLUMNS: tuple[sa.Column, ...] = (
+    versions_t.c.parent_version_id,
+    versions_t.c.failed_at,
+    blocks_t.c.leaves_json,
 )
 
 
@@ -157,6 +207,28 @@ def _make_engine(url: str) -> sa.Engine:
     return engine
 
 
+def _add_missing_columns(conn: sa.Connection) -> None:
+    """Bring a catalog made by older code up to date: ALTER TABLE ADD COLUMN for
+    each of ADDED_COLUMNS that its table lacks.
+
+    The caller holds the schema lock (BEGIN IMMEDIATE on SQLite, an advisory
+    lock on PostgreSQL), so workers opening one old catalog together add each
+    column once; IF NOT EXISTS on PostgreSQL is a second guard.
+    """
+    inspector = sa.inspect(conn)
+    present = {table.name: {c["name"] for c in inspector.get_columns(table.name)}
+               for table in {column.table for column in ADDED_COLUMNS}}
+    preparer = conn.dialect.identifier_preparer
+    if_not_exists = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""
+    for column in ADDED_COLUMNS:
+        assert column.nullable, f"{column} must be nullable to be added to existing rows"
+        if column.name in present[column.table.name]:
+            continue
+        conn.exec_driver_sql(
+            f"ALTER TABLE {preparer.format_table(column.table)} ADD COLUMN {if_not_exists}"
+            f"{preparer.format_column(column)} {column.type.compile(dialect=conn.dialect)}")
+
+
 # -------------------------------------------------------------- row -> record
 
 
@@ -165,7 +237,6 @@ def _table_info(row) -> TableInfo:
 
 
 def _version_info(row) -> VersionInfo:
-    routing = row.routing_index_json
     return VersionInfo(
         version_id=row.version_id,
         table=row.table_name,
@@ -177,10 +248,11 @@ def _version_info(row) -> VersionInfo:
         created_at=_utc(row.created_at),
         activated_at=_utc(row.activated_at),
         n_blocks=row.n_blocks,
-        routing_index=None if routing is None else json.loads(routing),
         retired_at=_utc(row.retired_at),
         reason=row.reason,
         block_ids=range(row.first_block_id, row.first_block_id + row.n_blocks),
+        parent_version=row.parent_version_id,
+        failed_at=_utc(row.failed_at),
     )
 
 
@@ -219,6 +291,7 @@ def _block_record(row) -> BlockRecord:
         stats=json.loads(row.stats_json),
         union_bits=int(row.union_bits, 16),
         all_bits=int(row.all_bits, 16),
+        leaves=tuple(json.loads(row.leaves_json)) if row.leaves_json else (),
     )
 
 
@@ -232,14 +305,29 @@ def _block_row(version_id: int, block: BlockRecord) -> dict[str, Any]:
         "stats_json": _dump(block.stats),
         "union_bits": format(_check_bits_type(block.union_bits), "x"),
         "all_bits": format(_check_bits_type(block.all_bits), "x"),
+        "leaves_json": _dump([int(leaf) for leaf in block.leaves]),
     }
+
+
+def _tree_node_record(row) -> TreeNodeRecord:
+    return TreeNodeRecord(tree=row.tree, node_id=row.node_id, rows=row.rows, cut=row.cut,
+                          left=row.left_id, right=row.right_id, leaf_id=row.leaf_id)
+
+
+def _tree_node_row(version_id: int, node: TreeNodeRecord) -> dict[str, Any]:
+    return {"version_id": version_id, "tree": node.tree, "node_id": node.node_id, "cut": node.cut,
+            "left_id": node.left, "right_id": node.right, "leaf_id": node.leaf_id, "rows": node.rows}
+
+
+def _purge_record(row) -> PurgeRecord:
+    return PurgeRecord(row.version_id, row.path, row.bytes, _utc(row.purged_at))
 
 
 # -------------------------------------------------------------------- catalog
 
 
 class Catalog:
-    """Tables, their layout versions, and each version's cuts and blocks.
+    """Tables, their layout versions, and each version's cuts, blocks, trees and plan.
 
     `clock` (returning aware datetimes) is there so tests can pin timestamps.
     """
@@ -250,7 +338,12 @@ class Catalog:
         self._engine = _make_engine(url)
         self._is_postgres = self._engine.dialect.name == "postgresql"
         with self._write() as conn:
+            if self._is_postgres:
+                # Workers opening the catalog together would race to create or alter
+                # the same table; SQLite's BEGIN IMMEDIATE already serializes them.
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK_KEY)))
             metadata.create_all(conn)
+            _add_missing_columns(conn)
 
     def close(self) -> None:
         """Release pooled connections (the catalog can be used again afterwards)."""
@@ -367,7 +460,7 @@ class Catalog:
                                f"a retry cannot ask for {n_blocks}")
         if row.state == "failed":
             conn.execute(versions_t.update().where(versions_t.c.version_id == row.version_id)
-                         .values(state="building", reason=None))
+                         .values(state="building", reason=None, failed_at=None))
         return row.version_id, range(row.first_block_id, row.first_block_id + row.n_blocks)
 
     def set_cuts(self, version_id: int, cuts: Iterable[CutRecord]) -> None:
@@ -400,13 +493,30 @@ class Catalog:
             if rows:
                 conn.execute(blocks_t.insert(), rows)
 
-    def set_routing_index(self, version_id: int, index: dict[str, Any]) -> None:
-        """Attach the routing index of a version that is still being built."""
+    def set_trees(self, version_id: int, nodes: Iterable[TreeNodeRecord]) -> None:
+        """Replace the tree nodes of a version that is still being built.
+
+        The nodes must form trees numbered 0..k-1 (see `_check_trees`), so
+        that entry t of a block's `leaves` always names a leaf of tree t.
+        """
+        nodes = list(nodes)
+        _check_trees(nodes)
+        rows = [_tree_node_row(version_id, node) for node in nodes]
         with self._write() as conn:
-            _require_state(_lock_version_row(conn, version_id), ("building",),
-                           "set its routing index")
-            conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
-                         .values(routing_index_json=_dump(index)))
+            _require_state(_lock_version_row(conn, version_id), ("building",), "set its trees")
+            conn.execute(tree_nodes_t.delete().where(tree_nodes_t.c.version_id == version_id))
+            if rows:
+                conn.execute(tree_nodes_t.insert(), rows)
+
+    def set_plan(self, version_id: int, plan: dict[str, Any]) -> None:
+        """Store (or replace) the layout plan of a version that is still being built."""
+        if not isinstance(plan, dict):
+            raise CatalogError(f"a layout plan is a JSON object, not {type(plan).__name__}")
+        text = _dump(plan)
+        with self._write() as conn:
+            _require_state(_lock_version_row(conn, version_id), ("building",), "set its plan")
+            conn.execute(plans_t.delete().where(plans_t.c.version_id == version_id))
+            conn.execute(plans_t.insert().values(version_id=version_id, plan_json=text))
 
     def activate(self, version_id: int, input_fingerprint: str | None = None) -> None:
         """Make a built version the one that serves its partition.
@@ -425,11 +535,14 @@ class Catalog:
                 return
             _require_state(version, ("building",), "activate it")
             now = self._now()
-            conn.execute(versions_t.update().where(
+            parent = conn.scalar(sa.select(versions_t.c.version_id).where(
                 versions_t.c.table_name == version.table_name,
                 versions_t.c.partition_name == version.partition_name,
-                versions_t.c.state == "active").values(state="retired", retired_at=now))
-            values = {"state": "active", "activated_at": now}
+                versions_t.c.state == "active"))
+            if parent is not None:
+                conn.execute(versions_t.update().where(versions_t.c.version_id == parent)
+                             .values(state="retired", retired_at=now))
+            values = {"state": "active", "activated_at": now, "parent_version_id": parent}
             if input_fingerprint is not None:
                 values["params_json"] = _dump({**json.loads(version.params_json),
                                                "input_fingerprint": input_fingerprint})
@@ -441,7 +554,7 @@ class Catalog:
             _require_state(_lock_version_row(conn, version_id), ("building", "failed"),
                            "fail it")
             conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
-                         .values(state="failed", reason=reason))
+                         .values(state="failed", reason=reason, failed_at=self._now()))
 
     def mark_purged(self, version_id: int) -> None:
         """Record that a retired or failed version's files were deleted."""
@@ -452,6 +565,18 @@ class Catalog:
             _require_state(version, ("retired", "failed"), "purge it")
             conn.execute(versions_t.update().where(versions_t.c.version_id == version_id)
                          .values(state="purged"))
+
+    def record_purge(self, version_id: int | None, path: str, size_bytes: int,
+                     purged_at: dt.datetime | None = None) -> PurgeRecord:
+        """Record that a folder was deleted: a block folder of `version_id`, or
+        (version_id None) a run staging folder. `purged_at` defaults to now."""
+        record = PurgeRecord(version_id, str(path), int(size_bytes), _utc(purged_at) or self._now())
+        with self._write() as conn:
+            if version_id is not None:
+                _version_row(conn, version_id)
+            conn.execute(purges_t.insert().values(version_id=version_id, path=record.path,
+                                                  bytes=record.bytes, purged_at=record.purged_at))
+        return record
 
     # ----------------------------------------------------------------- queries
 
@@ -494,6 +619,44 @@ class Catalog:
             rows = conn.execute(sa.select(blocks_t.c.path).where(blocks_t.c.version_id == version_id)
                                 .order_by(blocks_t.c.block_id))
             return [row.path for row in rows]
+
+    def block_paths_in_states(self, states: Iterable[str]) -> dict[int, list[str]]:
+        """The block folders of every version in the given states, by version id
+        (one query, for garbage collection); versions without blocks are absent."""
+        states = sorted(set(states))
+        unknown = [state for state in states if state not in STATES]
+        if unknown:
+            raise CatalogError(f"unknown version states {unknown}: use {STATES}")
+        query = (sa.select(blocks_t.c.version_id, blocks_t.c.path)
+                 .join(versions_t, versions_t.c.version_id == blocks_t.c.version_id)
+                 .where(versions_t.c.state.in_(states))
+                 .order_by(blocks_t.c.version_id, blocks_t.c.block_id))
+        out: dict[int, list[str]] = {}
+        with self._read() as conn:
+            for row in conn.execute(query):
+                out.setdefault(row.version_id, []).append(row.path)
+        return out
+
+    def trees(self, version_id: int) -> tuple[TreeNodeRecord, ...]:
+        """The tree nodes of one version, by tree then node id (empty without trees)."""
+        with self._read() as conn:
+            _version_row(conn, version_id)
+            rows = conn.execute(sa.select(tree_nodes_t).where(tree_nodes_t.c.version_id == version_id)
+                                .order_by(tree_nodes_t.c.tree, tree_nodes_t.c.node_id))
+            return tuple(_tree_node_record(row) for row in rows)
+
+    def plan(self, version_id: int) -> dict[str, Any] | None:
+        """The layout plan stored with `set_plan`, or None."""
+        with self._read() as conn:
+            _version_row(conn, version_id)
+            text = conn.scalar(sa.select(plans_t.c.plan_json).where(plans_t.c.version_id == version_id))
+            return None if text is None else json.loads(text)
+
+    def purges(self) -> list[PurgeRecord]:
+        """Every deletion recorded by `record_purge`, oldest first."""
+        with self._read() as conn:
+            rows = conn.execute(sa.select(purges_t).order_by(purges_t.c.purge_id))
+            return [_purge_record(row) for row in rows]
 
     def retired_before(self, cutoff: dt.datetime) -> list[VersionInfo]:
         """Retired versions whose files may be deleted (a naive cutoff means UTC)."""
@@ -553,9 +716,52 @@ def _check_unique(values: list[int], what: str) -> None:
         raise CatalogError(f"duplicate {what}s: {dupes[:10]}")
 
 
+def _check_trees(nodes: list[TreeNodeRecord]) -> None:
+    """Refuse nodes that do not form trees 0..k-1: each with unique node and
+    leaf ids, children that exist in the same tree, exactly one root, and
+    every node reachable from it (no node with two parents, no cycle)."""
+    by_tree: dict[int, dict[int, TreeNodeRecord]] = {}
+    for node in nodes:
+        same_tree = by_tree.setdefault(node.tree, {})
+        if node.node_id in same_tree:
+            raise CatalogError(f"tree {node.tree}: duplicate node id {node.node_id}")
+        same_tree[node.node_id] = node
+    if sorted(by_tree) != list(range(len(by_tree))):
+        raise CatalogError(f"trees must be numbered 0..{len(by_tree) - 1}, not {sorted(by_tree)}")
+    for tree, tree_nodes in by_tree.items():
+        _check_tree(tree, tree_nodes)
+
+
+def _check_tree(tree: int, nodes: dict[int, TreeNodeRecord]) -> None:
+    leaf_ids = [node.leaf_id for node in nodes.values() if node.is_leaf]
+    if len(set(leaf_ids)) != len(leaf_ids):
+        raise CatalogError(f"tree {tree}: duplicate leaf ids")
+    for node in nodes.values():
+        missing = [c for c in (node.left, node.right) if c is not None and c not in nodes]
+        if missing:
+            raise CatalogError(f"tree {tree}: node {node.node_id} has children {missing} "
+                               f"that are not nodes of the tree")
+    roots = tree_roots(nodes.values())[tree]
+    if len(roots) != 1:
+        raise CatalogError(f"tree {tree} must have exactly one root (a node that is nobody's "
+                           f"child), not {len(roots)}: {roots[:10]}")
+    seen, stack = set(), [roots[0]]
+    while stack:
+        node = nodes[stack.pop()]
+        if node.node_id in seen:
+            raise CatalogError(f"tree {tree}: node {node.node_id} has two parents")
+        seen.add(node.node_id)
+        if not node.is_leaf:
+            stack += [node.left, node.right]
+    if len(seen) != len(nodes):
+        unreachable = sorted(set(nodes) - seen)
+        raise CatalogError(f"tree {tree}: nodes {unreachable[:10]} cannot be reached from the "
+                           f"root {roots[0]} (a cycle)")
+
+
 def _active_layouts(conn: sa.Connection, tables: list[str],
                     partition: str | None = None) -> dict[tuple[str, str], ActiveLayout]:
-    """The active layouts of some tables (optionally one partition), with cuts and blocks."""
+    """The active layouts of some tables (optionally one partition), with cuts, blocks and trees."""
     if not tables:
         return {}
     active = sa.select(versions_t.c.version_id).where(
@@ -572,8 +778,14 @@ def _active_layouts(conn: sa.Connection, tables: list[str],
     for row in conn.execute(sa.select(blocks_t).where(blocks_t.c.version_id.in_(active))
                             .order_by(blocks_t.c.version_id, blocks_t.c.block_id)):
         blocks[row.version_id].append(_block_record(row))
+    trees: dict[int, list[TreeNodeRecord]] = {vid: [] for vid in versions}
+    for row in conn.execute(sa.select(tree_nodes_t).where(tree_nodes_t.c.version_id.in_(active))
+                            .order_by(tree_nodes_t.c.version_id, tree_nodes_t.c.tree,
+                                      tree_nodes_t.c.node_id)):
+        trees[row.version_id].append(_tree_node_record(row))
     return {
-        (info.table, info.partition): ActiveLayout(info, tuple(cuts[vid]), tuple(blocks[vid]))
+        (info.table, info.partition): ActiveLayout(info, tuple(cuts[vid]), tuple(blocks[vid]),
+                                                   tuple(trees[vid]))
         for vid, info in versions.items()
     }
 

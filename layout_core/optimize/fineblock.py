@@ -46,7 +46,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["VectorCounts", "BlockingMap", "bottom_up", "objective", "unpack_bit_strings"]
+__all__ = ["VectorCounts", "BlockingMap", "PackedUnions", "bottom_up", "objective", "unpack_bit_strings",
+           "nonnegative_weights"]
 
 log = logging.getLogger(__name__)
 
@@ -62,18 +63,14 @@ class VectorCounts:
     def __post_init__(self) -> None:
         vectors = np.asarray(self.vectors, dtype=bool)
         counts = np.asarray(self.counts, dtype=np.int64)
-        weights = np.asarray(self.weights, dtype=np.float64)
         if vectors.ndim != 2:
             raise ValueError("vectors must be a 2-D (n, m) array")
         n, m = vectors.shape
         if counts.shape != (n,):
             raise ValueError(f"counts must have shape ({n},)")
-        if weights.shape != (m,):
-            raise ValueError(f"weights must have shape ({m},)")
         if (counts < 0).any():
             raise ValueError("counts must be >= 0")
-        if not np.isfinite(weights).all() or (weights < 0).any():
-            raise ValueError("weights must be finite and >= 0")
+        weights = nonnegative_weights(self.weights, m)
         object.__setattr__(self, "vectors", vectors)
         object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "weights", weights)
@@ -99,6 +96,16 @@ class VectorCounts:
         return self.vectors.shape[1]
 
 
+def nonnegative_weights(weights, length: int) -> np.ndarray:
+    """weights as a float64 array of shape (length,), each finite and >= 0 (else ValueError)."""
+    out = np.asarray(weights, dtype=np.float64)
+    if out.shape != (length,):
+        raise ValueError(f"weights must have shape ({length},)")
+    if not np.isfinite(out).all() or (out < 0).any():
+        raise ValueError("weights must be finite and >= 0")
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class BlockingMap:
     """Rows [row_start, row_end) (in a fixed order of the rows having vector
@@ -110,6 +117,29 @@ class BlockingMap:
     row_start: np.ndarray  # (p,) int64
     row_end: np.ndarray  # (p,) int64
     unions: np.ndarray  # (k, m) bool, union vector of each block
+
+    @classmethod
+    def from_pieces(cls, vc: VectorCounts, blocks_pieces: Sequence[Sequence[tuple[int, int, int]]]) -> BlockingMap:
+        """The map of blocks given as lists of pieces (vector, row_start, row_end),
+        blocks renumbered by their first piece in (vector, row_start) order."""
+        rows = [(v, s, e, bi) for bi, pieces in enumerate(blocks_pieces) for (v, s, e) in pieces]
+        m = vc.m
+        if not rows:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(empty, empty.copy(), empty.copy(), empty.copy(), np.zeros((0, m), bool))
+        arr = np.asarray(rows, dtype=np.int64)
+        order = np.lexsort((arr[:, 1], arr[:, 0]))
+        arr = arr[order]
+        # Renumber blocks by first appearance in (vector, row_start) order.
+        _, first = np.unique(arr[:, 3], return_index=True)
+        old_ids = arr[first, 3]
+        rank = np.empty(len(blocks_pieces), dtype=np.int64)
+        rank[old_ids[np.argsort(first, kind="stable")]] = np.arange(old_ids.shape[0])
+        block = rank[arr[:, 3]]
+        k = old_ids.shape[0]
+        hits = np.zeros((k, m), dtype=np.int64)
+        np.add.at(hits, block, vc.vectors[arr[:, 0]].astype(np.int64))
+        return cls(arr[:, 0].copy(), block, arr[:, 1].copy(), arr[:, 2].copy(), hits > 0)
 
     @property
     def n_blocks(self) -> int:
@@ -174,7 +204,7 @@ def _word_bits() -> np.ndarray:
     return bits
 
 
-class _Packed:
+class PackedUnions:
     """Bit-packed union vectors (16-bit words) and their weights via one
     65,536-entry lookup table per word."""
 
@@ -212,7 +242,7 @@ def _loss_rows(
     packed: np.ndarray,
     size: np.ndarray,
     cw: np.ndarray,
-    pk: _Packed,
+    pk: PackedUnions,
 ) -> np.ndarray:
     """loss(r, g) for r in rows, g in cols (arrays of group ids):
     (|r|+|g|) * w(u_r | u_g) - (|r| w(u_r) + |g| w(u_g)), with cw = |g| w(u_g).
@@ -230,7 +260,7 @@ def bottom_up(vc: VectorCounts, min_size: int, progress: bool = False) -> Blocki
         raise ValueError("min_size must be >= 1")
     counts = vc.counts
     # Finished blocks: list of (pieces [(vector, start, end)], size, packed union)
-    pk = _Packed(vc.weights)
+    pk = PackedUnions(vc.weights)
     all_packed = pk.pack(vc.vectors)
     blocks_pieces: list[list[tuple[int, int, int]]] = []
     blocks_size: list[int] = []
@@ -270,7 +300,7 @@ def bottom_up(vc: VectorCounts, min_size: int, progress: bool = False) -> Blocki
             blocks_size[best] += size
             blocks_union[best] = blocks_union[best] | union
 
-    return _build_map(vc, blocks_pieces)
+    return BlockingMap.from_pieces(vc, blocks_pieces)
 
 
 def _merge_pool(pool, counts, all_packed, pk, min_size, progress,
@@ -352,24 +382,3 @@ def _merge_pool(pool, counts, all_packed, pk, min_size, progress,
         g = int(np.flatnonzero(active)[0])
         return members[g], int(size[g]), packed[g].copy()
     return None
-
-
-def _build_map(vc: VectorCounts, blocks_pieces) -> BlockingMap:
-    rows = [(v, s, e, bi) for bi, pieces in enumerate(blocks_pieces) for (v, s, e) in pieces]
-    m = vc.m
-    if not rows:
-        empty = np.zeros(0, dtype=np.int64)
-        return BlockingMap(empty, empty.copy(), empty.copy(), empty.copy(), np.zeros((0, m), bool))
-    arr = np.asarray(rows, dtype=np.int64)
-    order = np.lexsort((arr[:, 1], arr[:, 0]))
-    arr = arr[order]
-    # Renumber blocks by first appearance in (vector, row_start) order.
-    _, first = np.unique(arr[:, 3], return_index=True)
-    old_ids = arr[first, 3]
-    rank = np.empty(len(blocks_pieces), dtype=np.int64)
-    rank[old_ids[np.argsort(first, kind="stable")]] = np.arange(old_ids.shape[0])
-    block = rank[arr[:, 3]]
-    k = old_ids.shape[0]
-    hits = np.zeros((k, m), dtype=np.int64)
-    np.add.at(hits, block, vc.vectors[arr[:, 0]].astype(np.int64))
-    return BlockingMap(arr[:, 0].copy(), block, arr[:, 1].copy(), arr[:, 2].copy(), hits > 0)

@@ -44,10 +44,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from .fineblock import BlockingMap, VectorCounts, _build_map
+from .fineblock import BlockingMap, VectorCounts, nonnegative_weights
 
 __all__ = [
     "Workload",
@@ -100,14 +101,7 @@ class Workload:
                 f"disjoint has shape {disjoint.shape}, implies has {implies.shape}"
             )
         q = implies.shape[0]
-        if self.weights is None:
-            weights = np.ones(q, dtype=np.float64)
-        else:
-            weights = np.asarray(self.weights, dtype=np.float64)
-            if weights.shape != (q,):
-                raise ValueError(f"weights must have shape ({q},)")
-            if not np.isfinite(weights).all() or (weights < 0).any():
-                raise ValueError("weights must be finite and >= 0")
+        weights = np.ones(q, dtype=np.float64) if self.weights is None else nonnegative_weights(self.weights, q)
         object.__setattr__(self, "implies", implies)
         object.__setattr__(self, "disjoint", disjoint)
         object.__setattr__(self, "weights", weights)
@@ -311,55 +305,168 @@ def greedy_tree(
         raise ValueError("min_leaf_rows must be >= 1")
     if objective not in ("path", "router"):
         raise ValueError(f"objective must be 'path' or 'router', not {objective!r}")
-    if objective == "router":
-        return _greedy_router(vc, workload, min_leaf_rows, _allowed_mask(allowed_cuts, vc.m),
-                              _allowed_mask(known_cuts, vc.m), progress)
-    n, m = vc.n, vc.m
-    allowed = _allowed_mask(allowed_cuts, m)
-    counts_f = vc.counts.astype(np.float64)
-    vec_f = vc.vectors.astype(np.float64)
-    imp_f = workload.implies.astype(np.float64)
-    dis_f = workload.disjoint.astype(np.float64)
-    w = workload.weights
-    nq = workload.n_queries
+    allowed = _allowed_mask(allowed_cuts, vc.m)
+    if objective == "path":
+        return _grow(vc, min_leaf_rows, allowed, _PathGain(workload), progress, "greedy_tree")
+    known = _allowed_mask(known_cuts, vc.m)
+    used = allowed | known
+    if used.all() or not vc.n:
+        return _grow(vc, min_leaf_rows, allowed, _RouterGain(workload, known), progress,
+                     "greedy_tree (router objective)")
+    # Only the allowed and known cuts matter: grow the tree on vectors merged where
+    # they are equal on those (fewer vectors, the same splits), then unmerge it.
+    cols = np.flatnonzero(used)
+    merged, inverse = _merge_equal_vectors(vc, cols)
+    sub = Workload(workload.implies[:, cols], workload.disjoint[:, cols], workload.weights)
+    tree = _grow(merged, min_leaf_rows, allowed[cols], _RouterGain(sub, known[cols]), progress,
+                 "greedy_tree (router objective)")
+    return _unmerge(tree, cols, inverse, merged.n)
+
+
+class _Splits(NamedTuple):
+    """The valid splits of one node, for a gain function to score."""
+
+    cuts: np.ndarray  # (a,) int64: the cuts, ascending
+    left_rows: np.ndarray  # (a,) float64: rows with the cut's bit 1 (exact integers)
+    right_rows: np.ndarray  # (a,) float64
+    rows: int  # rows at the node
+    counts: np.ndarray  # the node's vectors' counts (float32 or float64)
+    vectors: np.ndarray  # the node's vectors over every cut, as counts' type
+
+
+class _Gain(Protocol):
+    """How `_grow` scores splits, and what state it carries from a node to its children."""
+
+    root: Any  # the root's state
+
+    def gains(self, splits: _Splits, state: Any) -> np.ndarray:
+        """(a,) the objective's gain of each valid split of a node in this state."""
+
+    def children(self, state: Any, cut: int) -> tuple[Any, Any]:
+        """The (left, right) children's states after a split on `cut`."""
+
+
+class _PathGain:
+    """Objective "path": rows of the two children that the cuts on the path let
+    queries skip. Per node: which queries the path already lets skip it."""
+
+    def __init__(self, workload: Workload):
+        self.implies, self.disjoint, self.weights = workload.implies, workload.disjoint, workload.weights
+        self.imp_f = workload.implies.astype(np.float64)
+        self.dis_f = workload.disjoint.astype(np.float64)
+        self.root = np.zeros(workload.n_queries, dtype=bool)
+
+    def gains(self, s: _Splits, skipped: np.ndarray) -> np.ndarray:
+        active_w = np.where(skipped, 0.0, self.weights)
+        return (active_w @ self.imp_f)[s.cuts] * s.right_rows + (active_w @ self.dis_f)[s.cuts] * s.left_rows
+
+    def children(self, skipped: np.ndarray, cut: int) -> tuple[np.ndarray, np.ndarray]:
+        return skipped | self.disjoint[:, cut], skipped | self.implies[:, cut]
+
+
+class _RouterGain:
+    """Objective "router": rows of the two children that the router will skip,
+    minus those it skips at the node, judged from every known cut's bits. No
+    per-node state."""
+
+    root = None
+
+    def __init__(self, workload: Workload, known: np.ndarray):
+        self.known = np.flatnonzero(known)
+        self.imp_k = workload.implies[:, self.known].astype(np.float64)  # (Q, k)
+        self.dis_k = workload.disjoint[:, self.known].astype(np.float64)
+        self.weights = workload.weights
+
+    def gains(self, s: _Splits, state: None) -> np.ndarray:
+        if not self.known.size:
+            return np.zeros(s.cuts.size)  # the router reads no cut's bits: nothing to gain
+        kn, w, total = self.known, self.weights, s.rows
+        lr, rr = s.left_rows, s.right_rows
+        pair = ((s.vectors * s.counts[:, None]).T @ s.vectors).astype(np.float64)  # (m, m) rows with bits j and k
+        colsum = np.diagonal(pair)[kn]  # (k,) rows with bit k at the node
+        both = pair[np.ix_(s.cuts, kn)]  # (a, k)
+        rest = colsum[None, :] - both  # rows with bit j = 0 and bit k = 1
+        skip_node = _router_skip(self.imp_k, self.dis_k, colsum > 0, colsum == total)
+        skip_left = _router_skip(self.imp_k, self.dis_k, both > 0, both == lr[:, None])  # (a, Q)
+        skip_right = _router_skip(self.imp_k, self.dis_k, rest > 0, rest == rr[:, None])
+        return (skip_left.astype(np.float64) @ w) * lr + (skip_right.astype(np.float64) @ w) * rr \
+            - float(w @ skip_node) * total
+
+    def children(self, state: None, cut: int) -> tuple[None, None]:
+        return None, None
+
+
+def _grow(vc: VectorCounts, min_leaf_rows: int, allowed: np.ndarray, gain: _Gain, progress: bool,
+          what: str) -> Node:
+    """The greedy loop of `greedy_tree` for either objective: `gain` (`_PathGain`
+    or `_RouterGain`) scores a node's valid splits; the valid cut with the
+    largest gain (ties: lowest index) splits the node if that gain is > 0."""
+    # float32 products are exact while a node holds < 2**24 rows
+    ftype = np.float32 if int(vc.counts.sum()) < 2 ** 24 else np.float64
+    counts_f = vc.counts.astype(ftype)
+    vec_f = vc.vectors.astype(ftype)
+    candidates = np.flatnonzero(allowed)
 
     # Mutable build records, finalized bottom-up into immutable Nodes.
     # Each record: [indices, rows, cut, left_rec, right_rec, leaf_id]
     records: list[list] = []
-    root = [np.arange(n, dtype=np.int64), int(vc.counts.sum()), None, None, None, None]
+    root = [np.arange(vc.n, dtype=np.int64), int(vc.counts.sum()), None, None, None, None]
     records.append(root)
-    stack: list[tuple[list, np.ndarray]] = [(root, np.zeros(nq, dtype=bool))]
+    stack: list[tuple[list, Any]] = [(root, gain.root)]
     next_leaf = 0
     reporter = _SplitProgress(progress)
-
     while stack:
-        rec, skipped = stack.pop()
+        rec, state = stack.pop()
         idx, total = rec[0], rec[1]
         best_cut = -1
-        if m and total >= 2 * min_leaf_rows:
-            left_rows = counts_f[idx] @ vec_f[idx]  # (m,), exact integers
+        if candidates.size and total >= 2 * min_leaf_rows:
+            c, vs = counts_f[idx], vec_f[idx]
+            left_rows = (c @ vs[:, candidates]).astype(np.float64)  # exact integers
             right_rows = total - left_rows
-            valid = allowed & (left_rows >= min_leaf_rows) & (right_rows >= min_leaf_rows)
+            valid = (left_rows >= min_leaf_rows) & (right_rows >= min_leaf_rows)
             if valid.any():
-                active_w = np.where(skipped, 0.0, w)
-                gain = (active_w @ imp_f) * right_rows + (active_w @ dis_f) * left_rows
-                gain = np.where(valid, gain, -np.inf)
-                j = int(np.argmax(gain))  # first maximum: lowest cut index
-                if gain[j] > 0:
-                    best_cut = j
+                splits = _Splits(candidates[valid], left_rows[valid], right_rows[valid], total, c, vs)
+                g = gain.gains(splits, state)
+                t = int(np.argmax(g))  # first maximum: lowest cut index
+                if g[t] > 0:
+                    best_cut = int(splits.cuts[t])
         if best_cut < 0:
             rec[5] = next_leaf
             next_leaf += 1
             continue
-        j = best_cut
-        left_rec, right_rec = _split_record(vc, rec, j)
+        left_rec, right_rec = _split_record(vc, rec, best_cut)
         records.append(left_rec)
         records.append(right_rec)
-        stack.append((right_rec, skipped | workload.implies[:, j]))
-        stack.append((left_rec, skipped | workload.disjoint[:, j]))
+        left_state, right_state = gain.children(state, best_cut)
+        stack.append((right_rec, right_state))
+        stack.append((left_rec, left_state))
         reporter.split(len(stack))
-    reporter.done(next_leaf, "greedy_tree")
+    reporter.done(next_leaf, what)
     return _nodes(records)
+
+
+def _merge_equal_vectors(vc: VectorCounts, cols: np.ndarray) -> tuple[VectorCounts, np.ndarray]:
+    """The distinct vectors over `cols` with their summed counts, and for each
+    vector of vc the index of its merged vector."""
+    uniq, inverse = np.unique(vc.vectors[:, cols], axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse, weights=vc.counts, minlength=len(uniq)).astype(np.int64)
+    return VectorCounts(uniq, counts, np.ones(len(cols))), inverse
+
+
+def _unmerge(tree: Node, cols: np.ndarray, inverse: np.ndarray, n_merged: int) -> Node:
+    """A tree grown on `_merge_equal_vectors` output, over the original cut and vector indices."""
+    members = np.argsort(inverse, kind="stable")  # merged vector u: members[starts[u]:starts[u + 1]]
+    starts = np.searchsorted(inverse[members], np.arange(n_merged + 1))
+
+    def expand(node: Node) -> Node:
+        if node.is_leaf:
+            idx = np.sort(np.concatenate([members[starts[u]:starts[u + 1]] for u in node.vector_indices])
+                          if node.vector_indices.size else np.zeros(0, np.int64))
+            return Node.leaf(node.leaf_id, idx, node.rows)
+        return Node.split(int(cols[node.cut]), expand(node.left), expand(node.right))
+
+    return expand(tree)
 
 
 class _SplitProgress:
@@ -415,87 +522,6 @@ def _nodes(records: list[list]) -> Node:
 def _router_skip(imp_k: np.ndarray, dis_k: np.ndarray, has: np.ndarray, every: np.ndarray) -> np.ndarray:
     """(..., Q) bool: q skips a row set with per-known-cut flags `has` / `every` (..., k)."""
     return ((~has).astype(np.float64) @ imp_k.T > 0) | (every.astype(np.float64) @ dis_k.T > 0)
-
-
-def _greedy_router(vc: VectorCounts, workload: Workload, min_leaf_rows: int, allowed: np.ndarray,
-                   known: np.ndarray, progress: bool) -> Node:
-    """`greedy_tree` with objective="router" (see there)."""
-    used = allowed | known
-    if not used.all() and vc.n:
-        # Only the allowed and known cuts matter: merge vectors equal on them (fewer, same splits).
-        cols = np.flatnonzero(used)
-        uniq, inverse = np.unique(vc.vectors[:, cols], axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        merged = VectorCounts(uniq, np.bincount(inverse, weights=vc.counts, minlength=len(uniq)).astype(np.int64),
-                              np.ones(len(cols)))
-        sub = Workload(workload.implies[:, cols], workload.disjoint[:, cols], workload.weights)
-        tree = _greedy_router(merged, sub, min_leaf_rows, allowed[cols], known[cols], progress)
-        members = np.argsort(inverse, kind="stable")
-        starts = np.searchsorted(inverse[members], np.arange(len(uniq) + 1))
-
-        def expand(node: Node) -> Node:
-            if node.is_leaf:
-                idx = np.sort(np.concatenate([members[starts[u]:starts[u + 1]] for u in node.vector_indices])
-                              if node.vector_indices.size else np.zeros(0, np.int64))
-                return Node.leaf(node.leaf_id, idx, node.rows)
-            return Node.split(int(cols[node.cut]), expand(node.left), expand(node.right))
-
-        return expand(tree)
-    n = vc.n
-    # float32 products are exact while a node holds < 2**24 rows (checked below)
-    exact32 = int(vc.counts.sum()) < 2 ** 24
-    ftype = np.float32 if exact32 else np.float64
-    counts_f = vc.counts.astype(ftype)
-    vec_f = vc.vectors.astype(ftype)
-    kn = np.flatnonzero(known)
-    imp_k = workload.implies[:, kn].astype(np.float64)  # (Q, k)
-    dis_k = workload.disjoint[:, kn].astype(np.float64)
-    w = workload.weights
-    cand = np.flatnonzero(allowed)
-
-    records: list[list] = []
-    root = [np.arange(n, dtype=np.int64), int(vc.counts.sum()), None, None, None, None]
-    records.append(root)
-    stack: list[list] = [root]
-    next_leaf = 0
-    reporter = _SplitProgress(progress)
-    while stack:
-        rec = stack.pop()
-        idx, total = rec[0], rec[1]
-        best_cut = -1
-        if cand.size and kn.size and total >= 2 * min_leaf_rows:
-            c = counts_f[idx]
-            vs = vec_f[idx]
-            left_rows = (c @ vs[:, cand]).astype(np.float64)  # (a,)
-            right_rows = total - left_rows
-            valid = (left_rows >= min_leaf_rows) & (right_rows >= min_leaf_rows)
-            if valid.any():
-                ok = cand[valid]
-                lr, rr = left_rows[valid], right_rows[valid]
-                pair = ((vs * c[:, None]).T @ vs).astype(np.float64)  # (m, m) rows with bit j and bit k
-                colsum = np.diagonal(pair)[kn]  # (k,) rows with bit k at the node
-                both = pair[np.ix_(ok, kn)]  # (a, k)
-                rest = colsum[None, :] - both  # rows with bit j = 0 and bit k = 1
-                skip_node = _router_skip(imp_k, dis_k, colsum > 0, colsum == total)
-                skip_left = _router_skip(imp_k, dis_k, both > 0, both == lr[:, None])  # (a, Q)
-                skip_right = _router_skip(imp_k, dis_k, rest > 0, rest == rr[:, None])
-                gain = (skip_left.astype(np.float64) @ w) * lr + (skip_right.astype(np.float64) @ w) * rr \
-                    - float(w @ skip_node) * total
-                t = int(np.argmax(gain))  # first maximum: lowest cut index
-                if gain[t] > 0:
-                    best_cut = int(ok[t])
-        if best_cut < 0:
-            rec[5] = next_leaf
-            next_leaf += 1
-            continue
-        left_rec, right_rec = _split_record(vc, rec, best_cut)
-        records.append(left_rec)
-        records.append(right_rec)
-        stack.append(right_rec)
-        stack.append(left_rec)
-        reporter.split(len(stack))
-    reporter.done(next_leaf, "greedy_tree (router objective)")
-    return _nodes(records)
 
 
 def router_objective(vc: VectorCounts, root: Node, workload: Workload,
@@ -581,7 +607,7 @@ def tree_blocking_map(vc: VectorCounts, root: Node, block_rows: int) -> Blocking
                 )
                 lo = end
                 b += 1
-    return _build_map(vc, blocks_pieces)
+    return BlockingMap.from_pieces(vc, blocks_pieces)
 
 
 def skipped_rows(vc: VectorCounts, blocking_map: BlockingMap, workload: Workload) -> np.ndarray:

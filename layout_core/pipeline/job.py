@@ -7,6 +7,7 @@ run arguments, plus a few of its own.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -33,19 +34,25 @@ def build_parser(step: str) -> argparse.ArgumentParser:
         p.add_argument("--end", help="end date of the batch (exclusive)")
     if step == "featurize":
         p.add_argument("--query-log", help="SQL file of past queries ('' = none)")
-        p.add_argument("--num-feat", type=int, default=15)
-        p.add_argument("--min-support", type=int, default=2)
-        p.add_argument("--exclude-column", action="append", default=[],
-                       help="never use predicates on this column as features (repeatable)")
-    if step in ("featurize", "optimize", "write_blocks"):
-        p.add_argument("--optimizer", default="fineblock", choices=steps.OPTIMIZERS)
-    if step == "reduce":
-        p.add_argument("--sample-fraction", type=float, default=1.0,
-                       help="optimize on this fraction of the rows (qdtree and mto only)")
-    if step in ("optimize", "write_blocks"):
-        p.add_argument("--block-size", type=int, default=50_000, help="minSize in rows")
-        p.add_argument("--sort-column", help="column of the sortkey optimizer; in-leaf order of qdtree/mto")
+        p.add_argument("--optimizer", default="fineblock",
+                       help="a registered optimizer (`layout optimizers` lists them and their settings)")
+        p.add_argument("--block-rows", type=int, help="rows per block (the optimizer's block_rows setting)")
+        p.add_argument("--settings", default="{}",
+                       help='the optimizer\'s other settings as a JSON object, e.g. {"sort_column": "l_shipdate"}')
     return p
+
+
+def _settings(text: str, block_rows: int | None) -> dict:
+    """The --settings JSON object, with --block-rows in it; a bad object is a step error."""
+    try:
+        settings = json.loads(text or "{}")
+    except ValueError as e:
+        raise steps.StepError(f"--settings is not JSON: {e}") from None
+    if not isinstance(settings, dict):
+        raise steps.StepError(f"--settings must be a JSON object, not {text!r}")
+    if block_rows is not None:
+        settings["block_rows"] = block_rows
+    return settings
 
 
 def main(step: str, argv: list[str] | None = None) -> int:
@@ -73,17 +80,14 @@ def main(step: str, argv: list[str] | None = None) -> int:
                 steps.ingest(spark, paths, table, args.source, catalog, args.date_column, args.start,
                              args.end, args.partition_column)
             elif step == "featurize":
-                steps.featurize(spark, paths, schema, args.query_log or None, args.num_feat,
-                                args.min_support, [c for c in args.exclude_column if c], args.optimizer,
-                                catalog)
+                steps.featurize(spark, paths, schema, args.query_log or None, args.optimizer,
+                                _settings(args.settings, args.block_rows), catalog)
             elif step == "reduce":
-                steps.reduce_vectors(spark, paths, args.sample_fraction)
+                steps.reduce_vectors(spark, paths, table)
             elif step == "optimize":
-                steps.optimize(paths, table, args.optimizer, args.block_size, args.sort_column or None)
+                steps.optimize(paths, table)
             elif step == "write_blocks":
-                params = {"block_size": args.block_size, "sort_column": args.sort_column}
-                steps.write_blocks(spark, paths, table, catalog, args.optimizer, params,
-                                   args.partition_column)
+                steps.write_blocks(spark, paths, table, catalog, args.partition_column)
             elif step == "verify":
                 steps.verify(spark, paths, table, catalog)
             elif step == "update_catalog":

@@ -1,4 +1,4 @@
-"""Predicate model and sound reasoning; see model.py and reasoning.py."""
+"""Predicate model and sound reasoning; see model.py, reasoning.py and simplify.py."""
 
 from .model import (
     ATOMS,
@@ -18,6 +18,7 @@ from .model import (
     Opaque,
     Or,
     Predicate,
+    PredicateVisitor,
     atoms,
     conj,
     conjuncts,
@@ -37,5 +38,6 @@ from .reasoning import (
 )
 from .render import identifier, literal, to_sql
 from .serde import dumps, loads, value_from_json, value_to_json
+from .simplify import simplify
 
 __all__ = [name for name in dir() if not name.startswith("_")]

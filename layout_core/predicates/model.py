@@ -14,10 +14,12 @@ identical, deterministic expression is known to match it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterable, Union
+from types import MappingProxyType
+from typing import Any, Generic, Iterable, Mapping, TypeVar, Union
 
 Value = Union[int, Decimal, float, str, bool, dt.date, dt.datetime]
 
@@ -61,20 +63,26 @@ TRUE = Const(True)
 FALSE = Const(False)
 
 
-@dataclass(frozen=True, slots=True)
-class Compare(Predicate):
-    """column <op> literal."""
+class ColumnAtom(Predicate):
+    """An atom on one column, named by its `column` field."""
 
-    column: Column
-    op: str
-    value: Value
+    __slots__ = ()
 
     def columns(self) -> frozenset[str]:
         return frozenset([self.column.name])
 
 
 @dataclass(frozen=True, slots=True)
-class Between(Predicate):
+class Compare(ColumnAtom):
+    """column <op> literal."""
+
+    column: Column
+    op: str
+    value: Value
+
+
+@dataclass(frozen=True, slots=True)
+class Between(ColumnAtom):
     """column [NOT] BETWEEN low AND high (inclusive, as in SQL)."""
 
     column: Column
@@ -82,12 +90,9 @@ class Between(Predicate):
     high: Value
     negated: bool = False
 
-    def columns(self) -> frozenset[str]:
-        return frozenset([self.column.name])
-
 
 @dataclass(frozen=True, slots=True)
-class InList(Predicate):
+class InList(ColumnAtom):
     """column [NOT] IN (values). A NULL in the list is kept as `has_null`:
     `x NOT IN (1, NULL)` is never TRUE."""
 
@@ -96,22 +101,26 @@ class InList(Predicate):
     negated: bool = False
     has_null: bool = False
 
-    def columns(self) -> frozenset[str]:
-        return frozenset([self.column.name])
-
     def __repr__(self) -> str:
         # A frozenset's order follows string hashing, which changes from process to
         # process; the repr orders AND/OR operands (`sort_key`), so it must not.
-        try:
-            values = sorted(self.values)
-        except TypeError:
-            values = sorted(self.values, key=repr)
-        return (f"InList(column={self.column!r}, values=frozenset({{{', '.join(map(repr, values))}}}), "
+        values = ", ".join(map(repr, sorted_values(self.values)))
+        return (f"InList(column={self.column!r}, values=frozenset({{{values}}}), "
                 f"negated={self.negated!r}, has_null={self.has_null!r})")
 
 
+def sorted_values(values: Iterable[Any]) -> list:
+    """The values in an order that does not change from process to process (by
+    repr when they do not compare): equal IN lists print, render and serialize
+    to equal text."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
+
+
 @dataclass(frozen=True, slots=True)
-class Like(Predicate):
+class Like(ColumnAtom):
     """column [NOT] LIKE pattern, with Spark's escape character (default backslash)."""
 
     column: Column
@@ -119,17 +128,11 @@ class Like(Predicate):
     negated: bool = False
     escape: str = "\\"
 
-    def columns(self) -> frozenset[str]:
-        return frozenset([self.column.name])
-
 
 @dataclass(frozen=True, slots=True)
-class IsNull(Predicate):
+class IsNull(ColumnAtom):
     column: Column
     negated: bool = False
-
-    def columns(self) -> frozenset[str]:
-        return frozenset([self.column.name])
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +242,45 @@ class Or(Predicate):
         return frozenset().union(*(c.columns() for c in self.children))
 
 
-ATOMS = (Compare, Between, InList, Like, IsNull, ColumnCompare, JoinInduced, Opaque)
+# ---------------------------------------------------------------------------
+# Dispatch on a predicate's type
+
+# Every predicate type and the `PredicateVisitor` method that answers for it. This is
+# the one table of the predicate types: rendering, JSON, negation, the reasoning and
+# zone maps all dispatch through it.
+VISIT_METHODS: Mapping[type, str] = MappingProxyType({
+    Const: "const",
+    And: "and_",
+    Or: "or_",
+    Compare: "compare",
+    Between: "between",
+    InList: "in_list",
+    Like: "like",
+    IsNull: "is_null",
+    ColumnCompare: "column_compare",
+    JoinInduced: "join_induced",
+    Opaque: "opaque",
+})
+
+ATOMS = tuple(t for t in VISIT_METHODS if t not in (Const, And, Or))
+
+R = TypeVar("R")
+
+
+class PredicateVisitor(Generic[R]):
+    """One answer per predicate type: `visitor(p)` calls the method that
+    `VISIT_METHODS` names for type(p) (`const`, `and_`, `compare`, ...).
+
+    A type whose method the subclass does not define, and anything that is not
+    a predicate, goes to `default`, which raises TypeError unless overridden;
+    a question that may say "unknown" overrides `default` with that answer.
+    """
+
+    def __call__(self, p: Predicate) -> R:
+        return getattr(self, VISIT_METHODS.get(type(p), "default"), self.default)(p)
+
+    def default(self, p: Predicate) -> R:
+        raise TypeError(f"not a predicate: {p!r}")
 
 
 def _hash_once(cls: type) -> type:
@@ -259,7 +300,7 @@ def _hash_once(cls: type) -> type:
     return cls
 
 
-for _cls in (Const, And, Or, *ATOMS):
+for _cls in VISIT_METHODS:
     _hash_once(_cls)
 del _cls
 
@@ -276,48 +317,36 @@ def sort_key(p: Predicate) -> str:
 
 def conj(*parts: Predicate | Iterable[Predicate]) -> Predicate:
     """AND of the parts, flattened, deduplicated, canonically ordered."""
+    return _connect(And, parts, absorbing=FALSE, neutral=TRUE)
+
+
+def disj(*parts: Predicate | Iterable[Predicate]) -> Predicate:
+    """OR of the parts, flattened, deduplicated, canonically ordered."""
+    return _connect(Or, parts, absorbing=TRUE, neutral=FALSE)
+
+
+def _connect(connective: type, parts, absorbing: Const, neutral: Const) -> Predicate:
+    """`connective` (And or Or) of the parts: nested ones of the same kind are
+    flattened, `absorbing` decides the whole, `neutral` is dropped."""
     flat: list[Predicate] = []
     for part in _flatten_args(parts):
-        if isinstance(part, And):
+        if isinstance(part, connective):
             flat.extend(part.children)
         else:
             flat.append(part)
     kept: dict[Predicate, None] = {}
     for p in flat:
         if isinstance(p, Const):  # (only a Const can equal TRUE or FALSE)
-            if p == FALSE:
-                return FALSE
-            if p == TRUE:
+            if p == absorbing:
+                return absorbing
+            if p == neutral:
                 continue
         kept[p] = None
     if not kept:
-        return TRUE
+        return neutral
     if len(kept) == 1:
         return next(iter(kept))
-    return And(tuple(sorted(kept, key=sort_key)))
-
-
-def disj(*parts: Predicate | Iterable[Predicate]) -> Predicate:
-    """OR of the parts, flattened, deduplicated, canonically ordered."""
-    flat: list[Predicate] = []
-    for part in _flatten_args(parts):
-        if isinstance(part, Or):
-            flat.extend(part.children)
-        else:
-            flat.append(part)
-    kept: dict[Predicate, None] = {}
-    for p in flat:
-        if isinstance(p, Const):
-            if p == TRUE:
-                return TRUE
-            if p == FALSE:
-                continue
-        kept[p] = None
-    if not kept:
-        return FALSE
-    if len(kept) == 1:
-        return next(iter(kept))
-    return Or(tuple(sorted(kept, key=sort_key)))
+    return connective(tuple(sorted(kept, key=sort_key)))
 
 
 def _flatten_args(parts) -> list[Predicate]:
@@ -330,27 +359,35 @@ def _flatten_args(parts) -> list[Predicate]:
     return out
 
 
+class _Negation(PredicateVisitor[Predicate]):
+    def const(self, p: Const) -> Predicate:
+        return Const(not p.value)
+
+    def and_(self, p: And) -> Predicate:
+        return disj(self(c) for c in p.children)
+
+    def or_(self, p: Or) -> Predicate:
+        return conj(self(c) for c in p.children)
+
+    def compare(self, p: Compare) -> Predicate:
+        return Compare(p.column, _NEGATED_OP[p.op], p.value)
+
+    def column_compare(self, p: ColumnCompare) -> Predicate:
+        return ColumnCompare(p.left, _NEGATED_OP[p.op], p.right)
+
+    def with_not_flipped(self, p: Predicate) -> Predicate:
+        return dataclasses.replace(p, negated=not p.negated)
+
+    # the atoms that carry their own NOT
+    between = in_list = like = is_null = join_induced = opaque = with_not_flipped
+
+
+_NEGATION = _Negation()
+
+
 def negate(p: Predicate) -> Predicate:
     """NOT p, pushed down to the atoms (valid under three-valued logic)."""
-    if isinstance(p, Const):
-        return Const(not p.value)
-    if isinstance(p, And):
-        return disj(negate(c) for c in p.children)
-    if isinstance(p, Or):
-        return conj(negate(c) for c in p.children)
-    if isinstance(p, Compare):
-        return Compare(p.column, _NEGATED_OP[p.op], p.value)
-    if isinstance(p, ColumnCompare):
-        return ColumnCompare(p.left, _NEGATED_OP[p.op], p.right)
-    if isinstance(p, (Between, InList, Like, IsNull, JoinInduced, Opaque)):
-        return _with_negated(p, not p.negated)
-    raise TypeError(f"not a predicate: {p!r}")
-
-
-def _with_negated(p, negated: bool):
-    import dataclasses
-
-    return dataclasses.replace(p, negated=negated)
+    return _NEGATION(p)
 
 
 def flip(op: str) -> str:

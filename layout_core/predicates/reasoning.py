@@ -24,30 +24,14 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, Mapping
 
-from .model import (
-    And,
-    Between,
-    Column,
-    ColumnCompare,
-    Compare,
-    Const,
-    FALSE,
-    InList,
-    IsNull,
-    JoinInduced,
-    Like,
-    Opaque,
-    Or,
-    Predicate,
-    TRUE,
-    conj,
-    negate,
-)
+from .model import (FALSE, TRUE, And, Between, Column, ColumnCompare, Compare, Const, InList, IsNull, JoinInduced,
+                    Like, Opaque, Or, Predicate, PredicateVisitor, atoms, conj, negate)
 from .valuesets import Interval, ValueSet
 
 # Past this many conjunctions (DNF) or clauses (CNF) we stop and answer "not proven".
@@ -64,7 +48,7 @@ _PY_TYPES = {
 }
 
 
-def _value_fits(column: Column, v: Any) -> bool:
+def value_fits(column: Column, v: Any) -> bool:
     """Is v a value we can order against this column's values?"""
     types = _PY_TYPES.get(column.kind)
     if types is None or v is None:
@@ -78,10 +62,10 @@ def _value_fits(column: Column, v: Any) -> bool:
     return isinstance(v, types)
 
 
-def _as_kind(column: Column, v: Any) -> Any:
+def as_kind(column: Column, v: Any) -> Any:
     """v as a value of the column's own type for value sets.
 
-    `_value_fits` lets int literals (and stats) through for decimal and float
+    `value_fits` lets int literals (and stats) through for decimal and float
     columns, but value sets treat an int as a point of a discrete domain: on a
     decimal column `d > 1` would become `d >= 2` and `d IN (1, 2)` would merge
     into [1, 2], so 1.5 would be lost or gained (unsound implies/might_match).
@@ -150,25 +134,27 @@ class AtomSets:
     under: ValueSet  # every value in here makes the atom TRUE
 
 
-@lru_cache(maxsize=65536)
-def atom_sets(a: Predicate) -> AtomSets | None:
-    """Value sets of a single-column atom, or None for atoms we do not read."""
-    if isinstance(a, Compare):
-        if not _value_fits(a.column, a.value):
+class _AtomSets(PredicateVisitor["AtomSets | None"]):
+    """Value sets of the single-column atoms; None for every other predicate."""
+
+    def compare(self, a: Compare) -> AtomSets | None:
+        if not value_fits(a.column, a.value):
             return None
-        s = ValueSet.compare(a.op, _as_kind(a.column, a.value))
+        s = ValueSet.compare(a.op, as_kind(a.column, a.value))
         return AtomSets(a.column.name, s, s)
-    if isinstance(a, Between):
-        if not (_value_fits(a.column, a.low) and _value_fits(a.column, a.high)):
+
+    def between(self, a: Between) -> AtomSets | None:
+        if not (value_fits(a.column, a.low) and value_fits(a.column, a.high)):
             return None
-        s = ValueSet.of([Interval(_as_kind(a.column, a.low), _as_kind(a.column, a.high))])
+        s = ValueSet.of([Interval(as_kind(a.column, a.low), as_kind(a.column, a.high))])
         if a.negated:
             s = s.complement_non_null()
         return AtomSets(a.column.name, s, s)
-    if isinstance(a, InList):
-        if not all(_value_fits(a.column, v) for v in a.values):
+
+    def in_list(self, a: InList) -> AtomSets | None:
+        if not all(value_fits(a.column, v) for v in a.values):
             return None
-        members = ValueSet.points(_as_kind(a.column, v) for v in a.values)
+        members = ValueSet.points(as_kind(a.column, v) for v in a.values)
         if not a.negated:
             return AtomSets(a.column.name, members, members)
         if a.has_null:
@@ -179,10 +165,12 @@ def atom_sets(a: Predicate) -> AtomSets | None:
             return AtomSets(a.column.name, ValueSet.everything(), ValueSet.non_null())
         s = members.complement_non_null()
         return AtomSets(a.column.name, s, s)
-    if isinstance(a, IsNull):
+
+    def is_null(self, a: IsNull) -> AtomSets:
         s = ValueSet.non_null() if a.negated else ValueSet.only_null()
         return AtomSets(a.column.name, s, s)
-    if isinstance(a, Like):
+
+    def like(self, a: Like) -> AtomSets | None:
         if a.column.kind != "string":
             return None
         shape = like_shape(a.pattern, a.escape)
@@ -197,7 +185,18 @@ def atom_sets(a: Predicate) -> AtomSets | None:
         if a.negated:
             over, under = under.complement_non_null(), over.complement_non_null()
         return AtomSets(a.column.name, over, under)
-    return None
+
+    def default(self, a: Predicate) -> None:
+        return None
+
+
+_ATOM_SETS = _AtomSets()
+
+
+@lru_cache(maxsize=65536)
+def atom_sets(a: Predicate) -> AtomSets | None:
+    """Value sets of a single-column atom, or None for atoms we do not read."""
+    return _ATOM_SETS(a)
 
 
 def _is_deterministic(a: Predicate) -> bool:
@@ -210,51 +209,37 @@ def _is_deterministic(a: Predicate) -> bool:
 Clause = frozenset  # of atoms
 
 
-@lru_cache(maxsize=16384)
 def to_dnf(p: Predicate, limit: int = EXPANSION_LIMIT) -> tuple[Clause, ...] | None:
     """p as an OR of conjunctions of atoms; None past the limit. () means FALSE."""
-    if isinstance(p, Const):
-        return (frozenset(),) if p.value else ()
-    if isinstance(p, Or):
-        out: list[Clause] = []
-        for c in p.children:
-            sub = to_dnf(c, limit)
-            if sub is None:
-                return None
-            out.extend(sub)
-            if len(out) > limit:
-                return None
-        return tuple(dict.fromkeys(out))
-    if isinstance(p, And):
-        acc: list[Clause] = [frozenset()]
-        for c in p.children:
-            sub = to_dnf(c, limit)
-            if sub is None or len(acc) * len(sub) > limit:
-                return None
-            acc = [a | b for a in acc for b in sub]
-        return tuple(dict.fromkeys(acc))
-    return (frozenset([p]),)
+    return _expand(p, limit, Or)
 
 
-@lru_cache(maxsize=16384)
 def to_cnf(p: Predicate, limit: int = EXPANSION_LIMIT) -> tuple[Clause, ...] | None:
     """p as an AND of disjunctions of atoms; None past the limit. () means TRUE."""
+    return _expand(p, limit, And)
+
+
+@lru_cache(maxsize=32768)
+def _expand(p: Predicate, limit: int, outer: type) -> tuple[Clause, ...] | None:
+    """p as an `outer` (Or for DNF, And for CNF) of clauses, each a set of atoms
+    joined by the other connective; None past the limit."""
     if isinstance(p, Const):
-        return () if p.value else (frozenset(),)
-    if isinstance(p, And):
+        # TRUE is no clause in CNF (an empty AND) and one empty clause in DNF; FALSE the reverse.
+        return () if p.value == (outer is And) else (frozenset(),)
+    if isinstance(p, outer):
         out: list[Clause] = []
         for c in p.children:
-            sub = to_cnf(c, limit)
+            sub = _expand(c, limit, outer)
             if sub is None:
                 return None
             out.extend(sub)
             if len(out) > limit:
                 return None
         return tuple(dict.fromkeys(out))
-    if isinstance(p, Or):
+    if isinstance(p, (And, Or)):  # the inner connective: every choice of one clause per child
         acc: list[Clause] = [frozenset()]
         for c in p.children:
-            sub = to_cnf(c, limit)
+            sub = _expand(c, limit, outer)
             if sub is None or len(acc) * len(sub) > limit:
                 return None
             acc = [a | b for a in acc for b in sub]
@@ -266,15 +251,17 @@ def to_cnf(p: Predicate, limit: int = EXPANSION_LIMIT) -> tuple[Clause, ...] | N
 # Boxes: what a conjunction of atoms allows
 
 
-@dataclass
+@dataclass(frozen=True)
 class Box:
-    sets: dict[str, ValueSet] = field(default_factory=dict)
-    atoms: frozenset = frozenset()
+    """What a satisfiable conjunction of atoms allows (read-only: `box_of` caches it)."""
+
+    sets: Mapping[str, ValueSet]  # per column, the values its atoms allow
+    atoms: frozenset
     # Join-induced atoms grouped by induction path: sources of the positive
     # ones, sources of the negated ones.
-    induced: dict[tuple, list[Predicate]] = field(default_factory=dict)
-    induced_not: dict[tuple, list[Predicate]] = field(default_factory=dict)
-    column_compares: list[ColumnCompare] = field(default_factory=list)
+    induced: Mapping[tuple, tuple[Predicate, ...]]
+    induced_not: Mapping[tuple, tuple[Predicate, ...]]
+    column_compares: tuple[ColumnCompare, ...]
 
     def get(self, column: str) -> ValueSet:
         return self.sets.get(column, _EVERYTHING)
@@ -286,24 +273,28 @@ _EVERYTHING = ValueSet.everything()
 @lru_cache(maxsize=16384)
 def box_of(conjunction: Clause) -> Box | None:
     """The box of a conjunction of atoms, or None when it is unsatisfiable."""
-    box = Box(atoms=conjunction)
+    sets: dict[str, ValueSet] = {}
+    induced: dict[tuple, list[Predicate]] = {}
+    induced_not: dict[tuple, list[Predicate]] = {}
+    column_compares: list[ColumnCompare] = []
     for a in conjunction:
         if not _is_deterministic(a):
             continue
         if isinstance(a, JoinInduced):
-            target = box.induced_not if a.negated else box.induced
+            target = induced_not if a.negated else induced
             target.setdefault(a.hops, []).append(a.source)
             continue
         if isinstance(a, ColumnCompare):
-            box.column_compares.append(a)
+            column_compares.append(a)
         if negate(a) in conjunction:
             return None  # P AND NOT P is never TRUE, even when P is NULL
-        sets = atom_sets(a)
-        if sets is not None:
-            narrowed = box.get(sets.column).intersect(sets.over)
+        found = atom_sets(a)
+        if found is not None:
+            narrowed = sets.get(found.column, _EVERYTHING).intersect(found.over)
             if narrowed.is_empty():
                 return None
-            box.sets[sets.column] = narrowed
+            sets[found.column] = narrowed
+    box = Box(MappingProxyType(sets), conjunction, _frozen(induced), _frozen(induced_not), tuple(column_compares))
     for cc in box.column_compares:
         if _compare_never_true(cc.op, box.get(cc.left.name), box.get(cc.right.name)):
             return None
@@ -315,6 +306,10 @@ def box_of(conjunction: Clause) -> Box | None:
             if implies(conj(sources), negated_source):
                 return None
     return box
+
+
+def _frozen(groups: dict[tuple, list[Predicate]]) -> Mapping[tuple, tuple[Predicate, ...]]:
+    return MappingProxyType({k: tuple(v) for k, v in groups.items()})
 
 
 def _bounds(s: ValueSet):
@@ -384,7 +379,7 @@ def disjoint(a: Predicate, b: Predicate) -> bool:
 
 def implies(a: Predicate, b: Predicate) -> bool:
     """True only when every row that makes a TRUE also makes b TRUE."""
-    if a == b and all(_is_deterministic(x) for x in _atoms_of(a)):
+    if a == b and all(_is_deterministic(x) for x in atoms(a)):
         return True
     if b == TRUE or a == FALSE:
         return True
@@ -421,7 +416,7 @@ class Prepared:
 
     def implies(self, b: Predicate) -> bool:
         a = self.predicate
-        if a == b and all(_is_deterministic(x) for x in _atoms_of(a)):
+        if a == b and all(_is_deterministic(x) for x in atoms(a)):
             return True
         if b == TRUE or a == FALSE:
             return True
@@ -439,14 +434,6 @@ class Prepared:
         if self.dnf is None:
             return False
         return all(box_of(c | {b}) is None for c in self.dnf)
-
-
-def _atoms_of(p: Predicate):
-    if isinstance(p, (And, Or)):
-        for c in p.children:
-            yield from _atoms_of(c)
-    elif not isinstance(p, Const):
-        yield p
 
 
 def _box_implies_clause(box: Box, clause: Clause) -> bool:
@@ -498,11 +485,11 @@ class ColumnStats:
         if has_values and (
             self.min is None
             or self.max is None
-            or not _value_fits(column, self.min)
-            or not _value_fits(column, self.max)
+            or not value_fits(column, self.min)
+            or not value_fits(column, self.max)
         ):
             return ValueSet.everything()  # unknown or unusable bounds (NaN, other types)
-        lo, hi = _as_kind(column, self.min), _as_kind(column, self.max)
+        lo, hi = as_kind(column, self.min), as_kind(column, self.max)
         intervals = [Interval(lo, hi)] if has_values else []
         return ValueSet.of(intervals, self.null_count > 0)
 
@@ -511,32 +498,43 @@ def might_match(p: Predicate, stats: Mapping[str, ColumnStats], row_count: int |
     """False only when no row of a block with these stats can make p TRUE."""
     if row_count == 0:
         return False
-    return _might(p, stats)
+    return _MightMatch(stats)(p)
 
 
-def _might(p: Predicate, stats: Mapping[str, ColumnStats]) -> bool:
-    if isinstance(p, Const):
+class _CanBeTrue(PredicateVisitor[bool]):
+    """Could a row make the predicate TRUE? A subclass answers for the atoms
+    (unknown: True); AND and OR combine its answers."""
+
+    def const(self, p: Const) -> bool:
         return p.value
-    if isinstance(p, And):
-        return all(_might(c, stats) for c in p.children)
-    if isinstance(p, Or):
-        return any(_might(c, stats) for c in p.children)
-    sets = atom_sets(p)
-    if sets is not None:
-        s = stats.get(sets.column)
-        if s is None:
-            return True
-        return not sets.over.isdisjoint(s.value_set(_column_of(p)))
-    if isinstance(p, ColumnCompare):
-        ls, rs = stats.get(p.left.name), stats.get(p.right.name)
+
+    def and_(self, p: And) -> bool:
+        return all(self(c) for c in p.children)
+
+    def or_(self, p: Or) -> bool:
+        return any(self(c) for c in p.children)
+
+
+class _MightMatch(_CanBeTrue):
+    """Can a row of a block with these stats make the predicate TRUE?"""
+
+    def __init__(self, stats: Mapping[str, ColumnStats]):
+        self.stats = stats
+
+    def column_compare(self, p: ColumnCompare) -> bool:
+        ls, rs = self.stats.get(p.left.name), self.stats.get(p.right.name)
         if ls is None or rs is None:
             return True
         return not _compare_never_true(p.op, ls.value_set(p.left), rs.value_set(p.right))
-    return True
 
-
-def _column_of(a: Predicate) -> Column:
-    return a.column  # every single-column atom has one
+    def default(self, p: Predicate) -> bool:
+        sets = atom_sets(p)
+        if sets is None:
+            return True  # not understood: might match
+        s = self.stats.get(sets.column)
+        if s is None:
+            return True
+        return not sets.over.isdisjoint(s.value_set(p.column))  # (an atom with sets has one column)
 
 
 # ---------------------------------------------------------------------------
@@ -549,17 +547,21 @@ def can_be_true_on_nulls(p: Predicate) -> bool:
     A WHERE conjunct on the NULL-supplying side of an outer join filters that
     side's rows only when this is False.
     """
-    if isinstance(p, Const):
-        return p.value
-    if isinstance(p, And):
-        return all(can_be_true_on_nulls(c) for c in p.children)
-    if isinstance(p, Or):
-        return any(can_be_true_on_nulls(c) for c in p.children)
-    if isinstance(p, JoinInduced):
+    return _TRUE_ON_NULLS(p)
+
+
+class _TrueOnNulls(_CanBeTrue):
+    """Can a row whose columns are all NULL make the predicate TRUE?"""
+
+    def join_induced(self, p: JoinInduced) -> bool:
         return p.negated
-    sets = atom_sets(p)
-    if sets is not None:
-        return sets.over.null
-    if isinstance(p, ColumnCompare):
+
+    def column_compare(self, p: ColumnCompare) -> bool:
         return False
-    return True
+
+    def default(self, p: Predicate) -> bool:
+        sets = atom_sets(p)
+        return True if sets is None else sets.over.null
+
+
+_TRUE_ON_NULLS = _TrueOnNulls()

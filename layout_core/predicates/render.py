@@ -6,20 +6,8 @@ import datetime as dt
 import re
 from decimal import Decimal
 
-from .model import (
-    And,
-    Between,
-    ColumnCompare,
-    Compare,
-    Const,
-    InList,
-    IsNull,
-    JoinInduced,
-    Like,
-    Opaque,
-    Or,
-    Predicate,
-)
+from .model import (And, Between, ColumnCompare, Compare, Const, InList, IsNull, JoinInduced, Like, Opaque, Or,
+                    Predicate, PredicateVisitor, sorted_values)
 
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Words Spark's ANSI parser will not take as bare identifiers.
@@ -60,48 +48,56 @@ def literal(v) -> str:
     raise TypeError(f"no SQL literal for {type(v).__name__}")
 
 
-def _sorted_values(values) -> list:
-    try:
-        return sorted(values)
-    except TypeError:
-        return sorted(values, key=repr)
-
-
 def to_sql(p: Predicate) -> str:
-    if isinstance(p, Const):
+    return _SQL(p)
+
+
+class _Sql(PredicateVisitor[str]):
+    def const(self, p: Const) -> str:
         return "TRUE" if p.value else "FALSE"
-    if isinstance(p, And):
-        return " AND ".join(_wrap(c, Or) for c in p.children)
-    if isinstance(p, Or):
-        return " OR ".join(_wrap(c, And) for c in p.children)
-    if isinstance(p, Compare):
+
+    def and_(self, p: And) -> str:
+        return " AND ".join(self.operand(c, Or) for c in p.children)
+
+    def or_(self, p: Or) -> str:
+        return " OR ".join(self.operand(c, And) for c in p.children)
+
+    def operand(self, child: Predicate, needs_parens_type: type) -> str:
+        text = self(child)
+        return f"({text})" if isinstance(child, needs_parens_type) else text
+
+    def compare(self, p: Compare) -> str:
         return f"{identifier(p.column.name)} {p.op} {literal(p.value)}"
-    if isinstance(p, Between):
+
+    def between(self, p: Between) -> str:
         kw = "NOT BETWEEN" if p.negated else "BETWEEN"
         return f"{identifier(p.column.name)} {kw} {literal(p.low)} AND {literal(p.high)}"
-    if isinstance(p, InList):
-        items = [literal(v) for v in _sorted_values(p.values)] + (["NULL"] if p.has_null else [])
+
+    def in_list(self, p: InList) -> str:
+        items = [literal(v) for v in sorted_values(p.values)] + (["NULL"] if p.has_null else [])
         kw = "NOT IN" if p.negated else "IN"
         return f"{identifier(p.column.name)} {kw} ({', '.join(items)})"
-    if isinstance(p, Like):
+
+    def like(self, p: Like) -> str:
         kw = "NOT LIKE" if p.negated else "LIKE"
         tail = "" if p.escape == "\\" else f" ESCAPE {literal(p.escape)}"
         return f"{identifier(p.column.name)} {kw} {literal(p.pattern)}{tail}"
-    if isinstance(p, IsNull):
+
+    def is_null(self, p: IsNull) -> str:
         return f"{identifier(p.column.name)} IS {'NOT ' if p.negated else ''}NULL"
-    if isinstance(p, ColumnCompare):
+
+    def column_compare(self, p: ColumnCompare) -> str:
         return f"{identifier(p.left.name)} {p.op} {identifier(p.right.name)}"
-    if isinstance(p, Opaque):
+
+    def opaque(self, p: Opaque) -> str:
         # parenthesized: the text may itself contain AND/OR
         return f"NOT ({p.sql})" if p.negated else f"({p.sql})"
-    if isinstance(p, JoinInduced):
+
+    def join_induced(self, p: JoinInduced) -> str:
         return join_induced_sql(p)
-    raise TypeError(f"not a predicate: {p!r}")
 
 
-def _wrap(child: Predicate, needs_parens_type) -> str:
-    text = to_sql(child)
-    return f"({text})" if isinstance(child, needs_parens_type) else text
+_SQL = _Sql()
 
 
 def join_induced_sql(p: JoinInduced) -> str:

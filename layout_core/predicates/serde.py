@@ -7,27 +7,8 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from .model import (
-    And,
-    Between,
-    Column,
-    ColumnCompare,
-    Compare,
-    Const,
-    Hop,
-    InList,
-    IsNull,
-    JoinInduced,
-    Like,
-    Opaque,
-    Or,
-    Predicate,
-    conj,
-    disj,
-)
-
-
-from .render import _sorted_values  # equal predicates serialize to equal text
+from .model import (And, Between, Column, ColumnCompare, Compare, Const, Hop, InList, IsNull, JoinInduced, Like,
+                    Opaque, Or, Predicate, PredicateVisitor, conj, disj, sorted_values)
 
 
 def value_to_json(v: Any) -> Any:
@@ -68,64 +49,85 @@ def _col(c: Column) -> list:
 
 
 def to_json(p: Predicate) -> Any:
-    if isinstance(p, Const):
+    return _JSON(p)
+
+
+class _Json(PredicateVisitor[Any]):
+    def const(self, p: Const) -> Any:
         return {"const": p.value}
-    if isinstance(p, And):
-        return {"and": [to_json(c) for c in p.children]}
-    if isinstance(p, Or):
-        return {"or": [to_json(c) for c in p.children]}
-    if isinstance(p, Compare):
+
+    def and_(self, p: And) -> Any:
+        return {"and": [self(c) for c in p.children]}
+
+    def or_(self, p: Or) -> Any:
+        return {"or": [self(c) for c in p.children]}
+
+    def compare(self, p: Compare) -> Any:
         return {"cmp": _col(p.column), "op": p.op, "value": value_to_json(p.value)}
-    if isinstance(p, Between):
+
+    def between(self, p: Between) -> Any:
         return {"between": _col(p.column), "low": value_to_json(p.low),
                 "high": value_to_json(p.high), "negated": p.negated}
-    if isinstance(p, InList):
-        return {"in": _col(p.column), "values": [value_to_json(v) for v in _sorted_values(p.values)],
+
+    def in_list(self, p: InList) -> Any:
+        return {"in": _col(p.column), "values": [value_to_json(v) for v in sorted_values(p.values)],
                 "negated": p.negated, "has_null": p.has_null}
-    if isinstance(p, Like):
+
+    def like(self, p: Like) -> Any:
         return {"like": _col(p.column), "pattern": p.pattern, "negated": p.negated, "escape": p.escape}
-    if isinstance(p, IsNull):
+
+    def is_null(self, p: IsNull) -> Any:
         return {"is_null": _col(p.column), "negated": p.negated}
-    if isinstance(p, ColumnCompare):
+
+    def column_compare(self, p: ColumnCompare) -> Any:
         return {"colcmp": [_col(p.left), p.op, _col(p.right)]}
-    if isinstance(p, Opaque):
+
+    def opaque(self, p: Opaque) -> Any:
         return {"opaque": p.sql, "columns": sorted(p.cols), "deterministic": p.deterministic,
                 "negated": p.negated}
-    if isinstance(p, JoinInduced):
+
+    def join_induced(self, p: JoinInduced) -> Any:
         return {"induced": [[h.parent_table, h.parent_column, h.child_table, h.child_column]
                             for h in p.hops],
-                "source": to_json(p.source), "negated": p.negated}
-    raise TypeError(f"not a predicate: {p!r}")
+                "source": self(p.source), "negated": p.negated}
+
+
+_JSON = _Json()
 
 
 def from_json(j: Any) -> Predicate:
-    if "const" in j:
-        return Const(bool(j["const"]))
-    if "and" in j:
-        return conj(from_json(c) for c in j["and"])
-    if "or" in j:
-        return disj(from_json(c) for c in j["or"])
-    if "cmp" in j:
-        return Compare(Column(*j["cmp"]), j["op"], value_from_json(j["value"]))
-    if "between" in j:
-        return Between(Column(*j["between"]), value_from_json(j["low"]),
-                       value_from_json(j["high"]), j["negated"])
-    if "in" in j:
-        return InList(Column(*j["in"]), frozenset(value_from_json(v) for v in j["values"]),
-                      j["negated"], j["has_null"])
-    if "like" in j:
-        return Like(Column(*j["like"]), j["pattern"], j["negated"], j["escape"])
-    if "is_null" in j:
-        return IsNull(Column(*j["is_null"]), j["negated"])
-    if "colcmp" in j:
-        left, op, right = j["colcmp"]
-        return ColumnCompare(Column(*left), op, Column(*right))
-    if "opaque" in j:
-        return Opaque(j["opaque"], frozenset(j["columns"]), j["deterministic"], j["negated"])
-    if "induced" in j:
-        hops = tuple(Hop(*h) for h in j["induced"])
-        return JoinInduced(hops, from_json(j["source"]), j["negated"])
+    """The predicate `to_json` wrote: its one tag key names the type."""
+    for tag, decode in _DECODERS.items():
+        if tag in j:
+            return decode(j)
     raise ValueError(f"not a predicate: {j!r}")
+
+
+def _column_compare_from_json(j: Any) -> ColumnCompare:
+    left, op, right = j["colcmp"]
+    return ColumnCompare(Column(*left), op, Column(*right))
+
+
+def _induced_from_json(j: Any) -> JoinInduced:
+    return JoinInduced(tuple(Hop(*h) for h in j["induced"]), from_json(j["source"]), j["negated"])
+
+
+# The JSON tag of every predicate type (the catalog's stored format), and how to decode it.
+_DECODERS = {
+    "const": lambda j: Const(bool(j["const"])),
+    "and": lambda j: conj(from_json(c) for c in j["and"]),
+    "or": lambda j: disj(from_json(c) for c in j["or"]),
+    "cmp": lambda j: Compare(Column(*j["cmp"]), j["op"], value_from_json(j["value"])),
+    "between": lambda j: Between(Column(*j["between"]), value_from_json(j["low"]),
+                                 value_from_json(j["high"]), j["negated"]),
+    "in": lambda j: InList(Column(*j["in"]), frozenset(value_from_json(v) for v in j["values"]),
+                           j["negated"], j["has_null"]),
+    "like": lambda j: Like(Column(*j["like"]), j["pattern"], j["negated"], j["escape"]),
+    "is_null": lambda j: IsNull(Column(*j["is_null"]), j["negated"]),
+    "colcmp": _column_compare_from_json,
+    "opaque": lambda j: Opaque(j["opaque"], frozenset(j["columns"]), j["deterministic"], j["negated"]),
+    "induced": _induced_from_json,
+}
 
 
 def dumps(p: Predicate) -> str:

@@ -9,10 +9,13 @@ table's active layouts, a block is skipped only when one of these is proven:
    satisfies cut i (bit i of its all vector is 1);
 3. per-column min/max/null counts (zone maps) show no row can match.
 
+Each is a verdict of ROWS_CANNOT_MATCH for the block (`skipping.verdict`).
+
 The query's predicate on a table is its filter plus the join-induced
 predicates its joins push onto it (see sql.analysis). A join-induced cut is
 used only while the dimension tables it was computed from hold the same
-data: the same active versions, or new versions built from identical rows. Anything not proven means "read". A query that cannot be
+data: the same active versions, or new versions built from identical rows.
+Anything not proven means "read" (ROWS_MIGHT_MATCH). A query that cannot be
 analyzed, or a table without an active layout, is read in full with a
 warning; routing never raises.
 """
@@ -21,22 +24,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from ..catalog import ActiveLayout, CatalogSnapshot
-from ..predicates import (
-    TRUE,
-    ColumnStats,
-    JoinInduced,
-    Predicate,
-    Prepared,
-    atoms,
-    loads,
-    satisfiable,
-    value_from_json,
-)
+from ..predicates import (TRUE, ColumnStats, JoinInduced, Predicate, PredicateVisitor, Prepared, atoms, loads,
+                          satisfiable, value_from_json)
 from ..schema import Schema
 from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze
+from .verdict import Verdict
 from .zonemaps import ZoneMaps, might_match_blocks
 
 # A layout built without any dimension layout in the catalog records its
@@ -71,6 +66,7 @@ class LayoutIndex:
 
     @cached_property
     def zone_maps(self) -> ZoneMaps:
+        """Built once per layout, read-only."""
         return ZoneMaps.of(self.stats, self.row_counts)
 
     @cached_property
@@ -84,13 +80,18 @@ def relation_keys(p: Predicate) -> frozenset:
     them: the column of a plain atom, or the induction path (a tuple of hops)
     of a join-induced atom, since the reasoning compares join-induced atoms
     only on equal paths and never with the foreign key's own values."""
-    keys: set = set()
-    for atom in atoms(p):
-        if isinstance(atom, JoinInduced):
-            keys.add(atom.hops)
-        else:
-            keys |= atom.columns()
-    return frozenset(keys)
+    return frozenset().union(*map(_RELATION_KEYS, atoms(p)))
+
+
+class _RelationKeys(PredicateVisitor[frozenset]):
+    def join_induced(self, atom: JoinInduced) -> frozenset:
+        return frozenset([atom.hops])
+
+    def default(self, atom: Predicate) -> frozenset:
+        return atom.columns()
+
+
+_RELATION_KEYS = _RelationKeys()
 
 
 @dataclass(frozen=True)
@@ -274,35 +275,47 @@ def route_analysis(
 
 def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: LayoutIndex) -> PartitionRoute:
     """The blocks of one layout that may hold rows making query_predicate TRUE."""
-    if not satisfiable(query_predicate):  # e.g. x NOT IN (1, NULL): no row anywhere
-        return PartitionRoute(layout.partition, layout.version_id, (), 0,
-                              len(layout.block_ids), sum(layout.row_counts))
-    implied_mask, disjoint_mask = cut_masks(query_predicate, layout.cuts, layout.cut_keys)
-    may_match = might_match_blocks(table_filter, layout.zone_maps)
     keep, rows = [], 0
-    for i in map(int, may_match.nonzero()[0]):
-        if implied_mask & ~layout.union_bits[i] or disjoint_mask & layout.all_bits[i]:
-            continue
-        keep.append(layout.block_ids[i])
-        rows += layout.row_counts[i]
+    if satisfiable(query_predicate):  # (a query never TRUE, e.g. x NOT IN (1, NULL), reads no block)
+        masks = cut_masks(query_predicate, layout.cuts, layout.cut_keys)
+        might_match = might_match_blocks(table_filter, layout.zone_maps)
+        for i in map(int, might_match.nonzero()[0]):
+            if cut_verdict(masks, layout.union_bits[i], layout.all_bits[i]) is Verdict.ROWS_MIGHT_MATCH:
+                keep.append(layout.block_ids[i])
+                rows += layout.row_counts[i]
     return PartitionRoute(
         layout.partition, layout.version_id, tuple(keep), rows,
         len(layout.block_ids), sum(layout.row_counts),
     )
 
 
+class CutMasks(NamedTuple):
+    """Bit i set: the query implies cut i (`implied`), or is disjoint with it (`disjoint`)."""
+
+    implied: int
+    disjoint: int
+
+
+def cut_verdict(masks: CutMasks, union_bits: int, all_bits: int) -> Verdict:
+    """ROWS_CANNOT_MATCH when the query implies a cut no row of the block
+    satisfies (union bit 0), or is disjoint with a cut every row satisfies (all bit 1)."""
+    if masks.implied & ~union_bits or masks.disjoint & all_bits:
+        return Verdict.ROWS_CANNOT_MATCH
+    return Verdict.ROWS_MIGHT_MATCH
+
+
 def cut_masks(
     query_predicate: Predicate,
     cuts: Sequence[Predicate | None],
     cut_keys: Sequence[frozenset] | None = None,
-) -> tuple[int, int]:
-    """Bit masks of the cuts the query implies, and of the cuts it is disjoint with.
+) -> CutMasks:
+    """Which cuts the query implies, and which it is disjoint with.
 
     cut_keys, when given, holds each cut's relation_keys() (LayoutIndex.cut_keys).
     """
     implied_mask = disjoint_mask = 0
     if query_predicate == TRUE:
-        return 0, 0
+        return CutMasks(0, 0)
     if cut_keys is None:
         cut_keys = [frozenset() if c is None else relation_keys(c) for c in cuts]
     query_keys = relation_keys(query_predicate)
@@ -317,4 +330,4 @@ def cut_masks(
             implied_mask |= 1 << position
         elif query.disjoint(cut):
             disjoint_mask |= 1 << position
-    return implied_mask, disjoint_mask
+    return CutMasks(implied_mask, disjoint_mask)

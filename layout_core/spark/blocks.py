@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ..predicates import value_to_json
@@ -58,49 +58,6 @@ def with_pieces(df: DataFrame, pieces: Sequence[tuple], key_ddl: str, order: Seq
               .join(F.broadcast(table), on=keys, how="inner")
               .where((F.col("_rn") >= F.col("_start")) & (F.col("_rn") < F.col("_end")))
               .drop("_rn", "_start", "_end"))
-
-
-def with_tree_blocks(df: DataFrame, key_leaves: Sequence[tuple], key_ddl: str, first_block: Sequence[int],
-                     n_blocks: Sequence[int], sort_columns: Sequence[str],
-                     order: Sequence[Column]) -> DataFrame:
-    """Apply a tree layout: `_block` for every row.
-
-    `key_leaves` are (key..., leaf) rows with key columns as in `key_ddl`; every
-    key of `df` must be among them. The rows of leaf l are ranked by
-    `sort_columns` (then `order`, which must be deterministic so a retry gives
-    the same blocks) and cut into n_blocks[l] contiguous ranges of about equal
-    size, numbered from first_block[l]: inside a leaf, blocks are ranges of the
-    sort columns, so their zone maps stay narrow.
-    """
-    spark = df.sparkSession
-    keys = [part.split()[0] for part in key_ddl.split(",")]
-    leaf_of_key = spark.createDataFrame(list(key_leaves), f"{key_ddl}, _leaf int")
-    plan = spark.createDataFrame([(leaf, int(first), int(n)) for leaf, (first, n)
-                                  in enumerate(zip(first_block, n_blocks))],
-                                 "_leaf int, _first long, _n long")
-    in_leaf = Window.partitionBy("_leaf")
-    ranked = in_leaf.orderBy(*[F.col(c).asc_nulls_first() for c in sort_columns], *order)
-    return (df.join(F.broadcast(leaf_of_key), on=keys, how="inner")
-              .join(F.broadcast(plan), on="_leaf", how="inner")
-              .withColumn("_rn", F.row_number().over(ranked) - 1)
-              .withColumn("_leaf_rows", F.count(F.lit(1)).over(in_leaf))
-              .withColumn("_block", (F.col("_first") + F.floor(F.col("_rn") * F.col("_n") / F.col("_leaf_rows")))
-                          .cast("int"))
-              .drop("_leaf", "_first", "_n", "_rn", "_leaf_rows"))
-
-
-def with_block_ids(df: DataFrame, key: Column, block_ids: Sequence[int], spark: SparkSession) -> DataFrame:
-    """Give each distinct value of `key` one of `block_ids`, in sorted key order.
-
-    Raises ValueError when there are more distinct keys than reserved ids.
-    """
-    keys = [r[0] for r in df.select(key.alias("_key")).distinct().orderBy("_key").collect()]
-    if len(keys) > len(block_ids):
-        raise ValueError(f"{len(keys)} blocks but only {len(block_ids)} block ids reserved")
-    mapping = spark.createDataFrame(list(zip(keys, block_ids[: len(keys)])), ["_key", BLOCK_COLUMN])
-    return (df.withColumn("_key", key)
-              .join(F.broadcast(mapping), on="_key", how="inner")
-              .drop("_key"))
 
 
 @dataclass(frozen=True)

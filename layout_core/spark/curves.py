@@ -277,12 +277,12 @@ def _orderable(dtype: T.DataType) -> bool:
     return True
 
 
-def curve_block_index(df: DataFrame, rows_per_block: int) -> DataFrame:
+def curve_block_index(df: DataFrame, rows_per_block: int, tie_columns: Sequence[str] | None = None) -> DataFrame:
     """`df` plus a bigint `_block`: (row number in `_curve` order - 1) div rows_per_block.
 
-    Ties on `_curve` are broken by `xxhash64` of all (hashable) columns and then
-    by the columns themselves, so the assignment is deterministic up to rows
-    that are identical. Every block has exactly rows_per_block rows except the
+    Ties on `_curve` are broken by `xxhash64` of `tie_columns` (default: all
+    hashable columns) and then by those columns themselves, so the assignment
+    is deterministic up to rows that are identical. Every block has exactly rows_per_block rows except the
     last. The window has no partitioning: Spark moves all rows to one task
     (fine for the sizes this baseline is benchmarked on).
     """
@@ -290,7 +290,8 @@ def curve_block_index(df: DataFrame, rows_per_block: int) -> DataFrame:
         raise ValueError(f"rows_per_block must be a positive int, got {rows_per_block!r}")
     if CURVE_COLUMN not in df.columns:
         raise ValueError(f"df has no {CURVE_COLUMN} column; call with_curve_key first")
-    ties = [f.name for f in df.schema.fields if f.name not in (CURVE_COLUMN, BLOCK_COLUMN) and _orderable(f.dataType)]
+    ties = list(tie_columns) if tie_columns is not None else [
+        f.name for f in df.schema.fields if f.name not in (CURVE_COLUMN, BLOCK_COLUMN) and _orderable(f.dataType)]
     order = [_col(CURVE_COLUMN)]
     if ties:
         order.append(F.xxhash64(*[_col(c) for c in ties]))

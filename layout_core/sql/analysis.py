@@ -41,19 +41,20 @@ excludes cannot change the query's answer):
 
 from __future__ import annotations
 
-import logging
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
+from sqlglot.tokens import Token, TokenType
 
+from ..errors import UserError
 from ..predicates import (
     TRUE,
     ColumnCompare,
@@ -64,14 +65,14 @@ from ..predicates import (
     conj,
     conjuncts,
 )
+from ..predicates.simplify import simplify
 from ..schema import Schema
 from .convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predicate
-from .simplify import simplify
 
 DEFAULT_MAX_DEPTH = 4
 
 
-class QueryError(ValueError):
+class QueryError(UserError, ValueError):
     """The statement cannot be analyzed: a parse failure, or an unknown table or column."""
 
 
@@ -195,25 +196,48 @@ def _clean_error(e: Exception) -> str:
     return " ".join(text.split())[:300]
 
 
+_SPARK = Dialect.get_or_raise("spark")
+
+# A Spark SQL query starts with one of these tokens. Anything else is refused
+# before sqlglot parses it: for some statements sqlglot falls back to a generic
+# Command and logs a warning on its own logger first, and we report the reason
+# ourselves (without touching that logger's settings). It still warns about a
+# WITH clause followed by such a statement, which it then fails to parse.
+_QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.FROM, TokenType.VALUES, TokenType.L_PAREN})
+# The first tokens of the statements sqlglot knows that are not queries (CREATE, INSERT, SHOW, ...).
+_OTHER_STATEMENTS = frozenset(_SPARK.parser_class.STATEMENT_PARSERS) | frozenset(_SPARK.tokenizer_class.COMMANDS)
+
+
 def parse_query(sql: str) -> exp.Query:
     """The sqlglot tree of one Spark SQL query, or QueryError with the reason."""
-    logger = logging.getLogger("sqlglot")
-    level = logger.level
-    logger.setLevel(logging.ERROR)  # sqlglot warns before falling back to Command; we report it ourselves
     try:
-        trees = [t for t in sqlglot.parse(sql, read="spark") if t is not None]
+        statements = _split_tokens(_SPARK.tokenize(sql))
+        if len(statements) != 1:
+            raise QueryError(f"expected one statement, found {len(statements)}")
+        first = statements[0][0]
+        if first.token_type in _OTHER_STATEMENTS:
+            raise QueryError(f"not a query: a {first.text.upper()} statement")
+        if first.token_type not in _QUERY_STARTS:
+            raise QueryError(f"cannot parse SQL: a query does not start with {first.text!r}")
+        (tree,) = _SPARK.parser().parse(statements[0], sql)
     except SqlglotError as e:
         raise QueryError(f"cannot parse SQL: {_clean_error(e)}") from None
-    finally:
-        logger.setLevel(level)
-    if len(trees) != 1:
-        raise QueryError(f"expected one statement, found {len(trees)}")
-    tree = trees[0]
     if isinstance(tree, exp.Command):
         raise QueryError(f"cannot parse SQL: unsupported statement starting with {tree.name!r}")
     if not isinstance(tree, exp.Query):
         raise QueryError(f"not a query: a {tree.key.upper()} statement")
     return tree
+
+
+def _split_tokens(tokens: list[Token]) -> list[list[Token]]:
+    """The non-empty statements of a token list, split at semicolons (as sqlglot splits them)."""
+    statements: list[list[Token]] = [[]]
+    for token in tokens:
+        if token.token_type == TokenType.SEMICOLON:
+            statements.append([])
+        else:
+            statements[-1].append(token)
+    return [s for s in statements if s]
 
 
 def tag_tables(tree: exp.Expression) -> list[exp.Table]:
@@ -241,14 +265,14 @@ def analyze(sql: str, schema: Schema) -> QueryAnalysis:
     tables = tag_tables(tree)
     _check_tables(tree, tables, schema)
     try:
-        qualified = qualify(tree, schema=_sqlglot_schema(schema), dialect="spark")  # in place: the tree is ours
+        qualified = qualify(tree, schema=sqlglot_schema(schema), dialect="spark")  # in place: the tree is ours
         scopes = list(traverse_scope(qualified))
     except SqlglotError as e:
         raise QueryError(f"cannot resolve columns: {_clean_error(e)}") from None
     return _Analyzer(sql, schema, scopes).run()
 
 
-def _sqlglot_schema(schema: Schema) -> MappingSchema:
+def sqlglot_schema(schema: Schema) -> MappingSchema:
     """sqlglot's form of the schema, built once per schema (building it costs more
     than parsing a query); qualify only reads it."""
     return schema.derived("sqlglot", lambda s: MappingSchema(s.spark_columns(), dialect="spark"))

@@ -169,20 +169,13 @@ def coerce(value, kind: str):
             return value
         if isinstance(value, Decimal) and value == value.to_integral_value():
             return int(value)
-        if isinstance(value, str) and _INT.match(value.strip()):
-            return int(value.strip())
-        return NOT_CONSTANT
+        return _parse_text(value, int, _INT)
     if kind == "decimal":
         if type(value) is int:
             return Decimal(value)
         if isinstance(value, Decimal):
             return value
-        if isinstance(value, str) and _DECIMAL.match(value.strip()):
-            try:
-                return Decimal(value.strip())
-            except InvalidOperation:
-                return NOT_CONSTANT
-        return NOT_CONSTANT
+        return _parse_text(value, Decimal, _DECIMAL)
     if kind == "float":
         if _is_number(value):
             return float(value)
@@ -192,23 +185,24 @@ def coerce(value, kind: str):
     if kind == "date":
         if type(value) is dt.date:
             return value
-        if isinstance(value, str) and _ISO_DATE.match(value.strip()):
-            try:
-                return dt.date.fromisoformat(value.strip())
-            except ValueError:
-                return NOT_CONSTANT
-        return NOT_CONSTANT
+        return _parse_text(value, dt.date.fromisoformat, _ISO_DATE)
     if kind == "timestamp":
         if isinstance(value, dt.datetime):
             return value
         if type(value) is dt.date:
             return dt.datetime(value.year, value.month, value.day)
-        if isinstance(value, str):
-            try:
-                return dt.datetime.fromisoformat(value.strip())
-            except ValueError:
-                return NOT_CONSTANT
-        return NOT_CONSTANT
+        return _parse_text(value, dt.datetime.fromisoformat)
     if kind == "bool":
         return value if isinstance(value, bool) else NOT_CONSTANT
     return NOT_CONSTANT
+
+
+def _parse_text(value, parse, pattern: re.Pattern | None = None):
+    """parse(the stripped text) of a string value that matches `pattern` (when
+    given); NOT_CONSTANT for anything else and for text `parse` refuses."""
+    if not isinstance(value, str) or (pattern is not None and not pattern.match(value.strip())):
+        return NOT_CONSTANT
+    try:
+        return parse(value.strip())
+    except (ValueError, InvalidOperation):
+        return NOT_CONSTANT

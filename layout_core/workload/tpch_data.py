@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..errors import ToolError
+
 TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
 
 
@@ -17,7 +19,7 @@ def tpchgen_executable() -> str:
         return str(beside)
     found = shutil.which("tpchgen-cli")
     if not found:
-        raise RuntimeError("tpchgen-cli is not installed (pip install tpchgen-cli)")
+        raise ToolError("tpchgen-cli is not installed (pip install tpchgen-cli)")
     return found
 
 
@@ -46,6 +48,6 @@ def generate_tpch(scale_factor: float, out: str | Path) -> dict[str, Path]:
         )
     absent = [t for t, p in paths.items() if not p.exists()]
     if absent:
-        raise RuntimeError(f"tpchgen-cli did not write {absent} under {out}")
+        raise ToolError(f"tpchgen-cli did not write {absent} under {out}")
     marker.write_text(repr(float(scale_factor)))
     return paths

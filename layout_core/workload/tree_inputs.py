@@ -9,9 +9,9 @@
 - the workload matrices: for every query reference to the table and every
   cut, whether the query's predicate implies the cut or is disjoint with it
   (proven by the same sound reasoning the router uses);
-- the columns the queries filter most, for curve layouts, and the column a
-  tree leaf's rows are sorted by before it is cut into blocks
-  (`leaf_sort_column`).
+- the columns the queries filter most (for curve layouts) and those they
+  filter by a range (a tree leaf's rows are sorted by the first before it is
+  cut into blocks: `optimizers.base.sort_columns`).
 """
 
 from __future__ import annotations
@@ -215,16 +215,3 @@ def range_filtered_columns(analyses: Sequence[QueryAnalysis], table: str) -> lis
     """(column, references) of `table`'s columns that queries filter by a range
     (`is_range_atom`), most often first (ties: by name); a reference counts once per column."""
     return _column_counts(analyses, table, is_range_atom)
-
-
-def leaf_sort_column(analyses: Sequence[QueryAnalysis], table: str, fallback: Sequence[str]) -> list[str]:
-    """The columns a tree leaf's rows are sorted by before the leaf is cut into blocks.
-
-    Inside a leaf, blocks are ranges of this order, so per-block zone maps
-    prune on it. The cuts already separate rows by the workload's predicates;
-    what they cannot express well are ranges whose bounds differ from query to
-    query, which is what a sorted column with narrow zone maps handles. So:
-    the column that the most training references filter by a range, else
-    `fallback` (e.g. the primary key)."""
-    ranked = range_filtered_columns(analyses, table)
-    return [ranked[0][0]] if ranked else list(fallback)

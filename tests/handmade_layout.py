@@ -1,7 +1,9 @@
-"""Lay out one table partition in one call: flag cuts, assign blocks, write, record, activate.
+"""A test fixture: a layout whose blocks are the distinct values of a hand-chosen key.
 
-Used by tests and small tools; the nightly pipeline runs the same steps as
-separate Spark jobs so that each can be retried on its own.
+The router's golden tests want blocks they can reason about (one per ship
+year, say) with a few chosen cuts; no optimizer makes those, so this writes
+them directly with the same Spark helpers the nightly steps use (block
+folders, block summaries) and records them in the catalog.
 """
 
 from __future__ import annotations
@@ -11,11 +13,22 @@ from typing import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
-from ..catalog import BlockRecord, Catalog, CutRecord
-from ..predicates import JoinInduced, Predicate, dumps, to_sql
-from ..schema import TableSchema
-from ..skipping.router import UNMANAGED_SOURCE
-from .blocks import summarize_blocks, with_block_ids, with_cut_flags, write_block_folders
+from pyspark.sql import functions as F
+
+from layout_core.catalog import BlockRecord, Catalog, CutRecord
+from layout_core.predicates import JoinInduced, Predicate, dumps, to_sql
+from layout_core.schema import TableSchema
+from layout_core.skipping.router import UNMANAGED_SOURCE
+from layout_core.spark.blocks import BLOCK_COLUMN, summarize_blocks, with_cut_flags, write_block_folders
+
+
+def with_block_ids(df: DataFrame, key: Column, block_ids: Sequence[int], spark: SparkSession) -> DataFrame:
+    """Give each distinct value of `key` one of `block_ids`, in sorted key order."""
+    keys = [r[0] for r in df.select(key.alias("_key")).distinct().orderBy("_key").collect()]
+    if len(keys) > len(block_ids):
+        raise ValueError(f"{len(keys)} blocks but only {len(block_ids)} block ids reserved")
+    mapping = spark.createDataFrame(list(zip(keys, block_ids[: len(keys)])), ["_key", BLOCK_COLUMN])
+    return df.withColumn("_key", key).join(F.broadcast(mapping), on="_key", how="inner").drop("_key")
 
 
 def cut_records(cuts: Sequence[Predicate], source_versions=()) -> list[CutRecord]:

@@ -7,8 +7,19 @@ unsound; they make predicates shorter and easier to prove things about.
 
 from __future__ import annotations
 
-from ..predicates import And, InList, Or, Predicate, conj, conjuncts, disj
-from ..predicates.model import Compare
+from typing import Callable
+
+from .model import And, Compare, InList, Or, Predicate, conj, conjuncts, disj
+
+
+def _rewrite_ors(p: Predicate, rewrite: Callable[[list[Predicate]], Predicate]) -> Predicate:
+    """p with every OR replaced by rewrite(its rewritten children), bottom up
+    (through ANDs and ORs; other nodes are kept)."""
+    if isinstance(p, And):
+        return conj(_rewrite_ors(c, rewrite) for c in p.children)
+    if not isinstance(p, Or):
+        return p
+    return rewrite([_rewrite_ors(c, rewrite) for c in p.children])
 
 
 def _equality_values(p: Predicate):
@@ -20,13 +31,7 @@ def _equality_values(p: Predicate):
     return None
 
 
-def or_of_equalities_to_in(p: Predicate) -> Predicate:
-    """c = 1 OR c = 2 OR c IN (3)  ->  c IN (1, 2, 3)."""
-    if isinstance(p, And):
-        return conj(or_of_equalities_to_in(c) for c in p.children)
-    if not isinstance(p, Or):
-        return p
-    children = [or_of_equalities_to_in(c) for c in p.children]
+def _equalities_to_in(children: list[Predicate]) -> Predicate:
     parts = [_equality_values(c) for c in children]
     if all(parts) and len({col for col, _ in parts}) == 1:
         values = set().union(*(vals for _, vals in parts))
@@ -34,19 +39,23 @@ def or_of_equalities_to_in(p: Predicate) -> Predicate:
     return disj(children)
 
 
-def factor_common_conjuncts(p: Predicate) -> Predicate:
-    """(a AND b) OR (a AND c)  ->  a AND (b OR c)."""
-    if isinstance(p, And):
-        return conj(factor_common_conjuncts(c) for c in p.children)
-    if not isinstance(p, Or):
-        return p
-    children = [factor_common_conjuncts(c) for c in p.children]
+def _factor_out_common(children: list[Predicate]) -> Predicate:
     sets = [set(conjuncts(c)) for c in children]
     common = set.intersection(*sets)
     if not common:
         return disj(children)
     rest = disj(conj(s - common) for s in sets)
     return conj(*sorted(common, key=repr), rest)
+
+
+def or_of_equalities_to_in(p: Predicate) -> Predicate:
+    """c = 1 OR c = 2 OR c IN (3)  ->  c IN (1, 2, 3)."""
+    return _rewrite_ors(p, _equalities_to_in)
+
+
+def factor_common_conjuncts(p: Predicate) -> Predicate:
+    """(a AND b) OR (a AND c)  ->  a AND (b OR c)."""
+    return _rewrite_ors(p, _factor_out_common)
 
 
 RULES = (factor_common_conjuncts, or_of_equalities_to_in)

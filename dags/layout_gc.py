@@ -1,0 +1,51 @@
+"""Garbage collection of the layout warehouse, once a day.
+
+Deletes the block folders of layout versions retired (or failed) longer ago
+than `older_than`, and the staging folders of DAG runs that can no longer
+resume; see layout_core/gc.py for what is never deleted. The catalog URL and
+warehouse come from the environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE);
+LAYOUT_GC_SCHEDULE sets the schedule (default @daily, empty: manual runs only).
+
+Kept light on purpose: layout_core is imported inside the task, so the DAG
+processor parses this file without it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, Param, task
+
+# As in layout_nightly.py.
+DAG_DEFAULTS = {
+    "start_date": datetime(2024, 1, 1),
+    "catchup": False,
+    "max_active_runs": 1,
+    "default_args": {"retries": 1, "retry_delay": timedelta(seconds=30)},
+    "tags": ["layout"],
+}
+
+with DAG(
+    dag_id="layout_gc",
+    description="Delete block folders of retired layout versions and orphaned run staging folders",
+    schedule=os.environ.get("LAYOUT_GC_SCHEDULE", "@daily") or None,
+    **DAG_DEFAULTS,
+    params={
+        "older_than": Param("24h", type="string", pattern=r"^\s*\d+[smhd]\s*$",
+                            description="grace period: how long a version must be out of service "
+                                        "(30m, 24h, 7d, ...)"),
+        "dry_run": Param(False, type="boolean", description="only report what would be deleted"),
+    },
+) as dag:
+
+    @task
+    def collect_garbage(params: dict | None = None) -> dict:
+        """Run the gc; returns its counts only (they go to XCom)."""
+        from layout_core.gc import run_gc
+
+        params = params or {}
+        report = run_gc(str(params.get("older_than", "24h")), dry_run=bool(params.get("dry_run", False)))
+        return report.numbers()
+
+    collect_garbage()

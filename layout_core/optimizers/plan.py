@@ -1,0 +1,185 @@
+"""A table's layout plan: which block every row goes to, and what the router keeps.
+
+`plan_layout` is the one function every path calls (the DAG's optimize step,
+`layout bench tpch`, `layout bench sun`, `make demo`). The plan is plain data,
+written as JSON with a format version and validated when read back; Spark
+applies it (`spark.assign.with_plan_blocks`), the catalog stores it.
+
+Block rules (`assignment`), numbered from block 0 of the version:
+
+- `SortBlocks`: rows ranked by `columns` then a fixed tie order, cut every `block_rows`;
+- `CurveBlocks`: the same over a space-filling curve key of `columns`;
+- `TreeBlocks`: every row routed through the qd-tree by its cut bits (bit 1 goes
+  left), leaf l cut into `leaf_n_blocks[l]` ranges of `sort_columns`;
+- `PieceBlocks`: Sun's blocking map, (vector, block, first row, end row) pieces.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..schema import TableSchema
+from .base import (CandidateCut, Optimizer, PlanError, PlanInputs, VectorSample, PlanWorkload,
+                   schema_fingerprint)
+
+log = logging.getLogger("layout.plan")
+
+PLAN_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SortBlocks:
+    columns: tuple[str, ...]
+    block_rows: int
+
+
+@dataclass(frozen=True)
+class CurveBlocks:
+    curve: str  # zorder | hilbert
+    columns: tuple[str, ...]
+    block_rows: int
+
+
+@dataclass(frozen=True)
+class TreeBlocks:
+    """`tree` is `optimize.qdtree.tree_to_json`'s nested lists; leaf l holds blocks
+    leaf_first_block[l] .. leaf_first_block[l] + leaf_n_blocks[l] - 1."""
+
+    tree: tuple
+    leaf_first_block: tuple[int, ...]
+    leaf_n_blocks: tuple[int, ...]
+    sort_columns: tuple[str, ...]
+
+    def root(self):
+        from ..optimize.qdtree import tree_from_json
+
+        return tree_from_json(_as_lists(self.tree))
+
+    def leaf_of_block(self, block: int) -> int:
+        return int(np.searchsorted(np.array(self.leaf_first_block), block, side="right")) - 1
+
+
+@dataclass(frozen=True)
+class PieceBlocks:
+    pieces: tuple[tuple[str, int, int, int], ...]  # (vector key, block, first row, end row)
+
+
+ASSIGNMENTS = {"sort": SortBlocks, "curve": CurveBlocks, "tree": TreeBlocks, "pieces": PieceBlocks}
+
+
+def _as_lists(value):
+    return [_as_lists(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def as_tuples(value):
+    """Nested lists (JSON) as nested tuples: plans are immutable."""
+    return tuple(as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+@dataclass(frozen=True)
+class LayoutPlan:
+    """One table's layout: the result of `plan_layout`.
+
+    `cuts` are the featurized cuts (bit j of a row's vector = cut j), all of
+    which the router keeps per block unless the optimizer keeps zone maps only
+    (then there are none). `expected_block_rows[b]` is block b's estimated size."""
+
+    optimizer: str
+    settings: Mapping[str, Any]
+    table: str
+    schema_fingerprint: str
+    columns: tuple[str, ...]  # data columns: the fixed tie order of every rule
+    cuts: tuple[str, ...]  # SQL of each cut, for logs and reports
+    assignment: SortBlocks | CurveBlocks | TreeBlocks | PieceBlocks
+    expected_block_rows: tuple[float, ...]
+    rows: int
+    sample_scale: float = 1.0
+    format: int = field(default=PLAN_FORMAT)
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.expected_block_rows)
+
+    @property
+    def n_cuts(self) -> int:
+        return len(self.cuts)
+
+    def check_table(self, table: TableSchema) -> None:
+        """Refuse a plan made for another table or an older schema of this one."""
+        if table.name != self.table or schema_fingerprint(table) != self.schema_fingerprint:
+            raise PlanError(f"the plan was made for {self.table} with another schema "
+                            f"({self.schema_fingerprint}); the table {table.name} has changed since: "
+                            f"run featurize and optimize again")
+
+    def to_json(self) -> dict:
+        kind = next(k for k, cls in ASSIGNMENTS.items() if isinstance(self.assignment, cls))
+        assignment = {"kind": kind, **{k: _as_lists(v) for k, v in vars(self.assignment).items()}}
+        return {"format": self.format, "optimizer": self.optimizer, "settings": _as_lists(dict(self.settings)),
+                "table": self.table, "schema_fingerprint": self.schema_fingerprint,
+                "columns": list(self.columns), "cuts": list(self.cuts), "assignment": assignment,
+                "expected_block_rows": [round(r, 1) for r in self.expected_block_rows],
+                "rows": self.rows, "sample_scale": self.sample_scale}
+
+    @classmethod
+    def from_json(cls, data: Mapping, source: str = "plan") -> "LayoutPlan":
+        """The plan `to_json` wrote; a missing field or another format is a clear error."""
+        if data.get("format") != PLAN_FORMAT:
+            raise PlanError(f"{source} has plan format {data.get('format')!r}, this version reads "
+                            f"{PLAN_FORMAT}: run the optimize step again")
+        try:
+            raw = dict(data["assignment"])
+            kind = raw.pop("kind")
+            if kind not in ASSIGNMENTS:
+                raise PlanError(f"{source}: unknown block rule {kind!r}")
+            assignment = ASSIGNMENTS[kind](**{k: as_tuples(v) for k, v in raw.items()})
+            settings = {k: as_tuples(v) for k, v in data["settings"].items()}
+            return cls(data["optimizer"], settings, data["table"], data["schema_fingerprint"],
+                       tuple(data["columns"]), tuple(data["cuts"]), assignment,
+                       tuple(float(r) for r in data["expected_block_rows"]), int(data["rows"]),
+                       float(data["sample_scale"]))
+        except (KeyError, TypeError) as e:
+            raise PlanError(f"{source} is malformed ({type(e).__name__}: {e}): run the optimize step again") \
+                from None
+
+
+def even_sizes(rows: float, block_rows: int) -> tuple[float, ...]:
+    """ceil(rows / block_rows) blocks of block_rows rows, the last one the remainder."""
+    n = math.ceil(rows / block_rows) if rows else 0
+    return tuple(float(min(block_rows, rows - b * block_rows)) for b in range(n))
+
+
+def plan_layout(optimizer: str | Optimizer, table: TableSchema, vectors: VectorSample,
+                cuts: Sequence[CandidateCut], workload: PlanWorkload | None = None,
+                settings: Mapping[str, Any] | None = None) -> LayoutPlan:
+    """The layout plan of one table: resolve the optimizer and its settings, check
+    the inputs agree, fit."""
+    from . import get_optimizer
+
+    chosen = get_optimizer(optimizer) if isinstance(optimizer, str) else optimizer
+    resolved = chosen.resolve(settings)
+    workload = workload or PlanWorkload()
+    if workload.queries and any(len(row) != len(cuts) for row in workload.implies):
+        raise PlanError(f"the workload summary has {len(workload.implies[0])} cuts, the plan {len(cuts)}")
+    if any(len(k) != len(cuts) for k in vectors.keys):
+        raise PlanError(f"the vectors have another number of bits than the {len(cuts)} cuts: featurize again")
+    if vectors.sampled_rows < vectors.rows and not chosen.samples:
+        raise PlanError(f"optimizer {chosen.name} cannot plan on a sample: reduce without sampling")
+    plan = chosen.fit(PlanInputs(table, vectors, tuple(cuts), workload), resolved)
+    log.info("plan %s (%s): %d rows, %d cuts, %d blocks (expected rows per block %s to %s)",
+             table.name, chosen.name, plan.rows, plan.n_cuts, plan.n_blocks,
+             round(min(plan.expected_block_rows, default=0)), round(max(plan.expected_block_rows, default=0)))
+    return plan
+
+
+def new_plan(optimizer: Optimizer, inputs: PlanInputs, settings: Mapping[str, Any], assignment,
+             expected_block_rows: Sequence[float]) -> LayoutPlan:
+    """The fields every optimizer fills the same way."""
+    return LayoutPlan(optimizer.name, dict(settings), inputs.table.name, schema_fingerprint(inputs.table),
+                      inputs.table.column_names, tuple(c.sql for c in inputs.cuts), assignment,
+                      tuple(float(r) for r in expected_block_rows), inputs.vectors.rows,
+                      round(inputs.vectors.scale, 6))

@@ -1,0 +1,77 @@
+"""Featurize and reduce one table in Spark: the cut bits of every row, and its (vector, count) pairs.
+
+Shared by the nightly featurize/reduce steps and the benchmarks, so both
+drop the same join-induced cuts, build the same bit strings and sample the
+same rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping, Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..optimizers.base import CandidateCut, VectorSample
+from ..predicates import JoinInduced
+from .blocks import VECTOR_COLUMN, with_bit_vector
+from .induced import hops_with_duplicate_keys, with_layout_cut_flags
+
+log = logging.getLogger("layout.featurize")
+
+SAMPLE_MODULUS = 1_000_000
+MIN_SAMPLE_ROWS = 1000  # a smaller sample estimates block sizes too poorly: use all rows
+
+
+def path_tables(cut: CandidateCut) -> set[str]:
+    """The tables whose data decide a join-induced cut's bits."""
+    return {hop.parent_table for hop in cut.predicate.hops} if isinstance(cut.predicate, JoinInduced) else set()
+
+
+def usable_cuts(table: str, cuts: Sequence[CandidateCut], frames: Mapping[str, DataFrame]) -> list[CandidateCut]:
+    """The cuts whose bits can be computed exactly: a join-induced cut needs data
+    of every table on its path, and unique parent keys on it (a key held by
+    two rows breaks "at most one source row", which the router's
+    disjointness proofs rely on)."""
+    induced = [c for c in cuts if c.kind == "join_induced"]
+    reachable = [c for c in induced if path_tables(c) <= set(frames)]
+    if len(reachable) < len(induced):
+        log.warning("featurize %s: %d of %d join-induced cuts dropped: a table on their path has no data "
+                    "(lay out dimension tables first)", table, len(induced) - len(reachable), len(induced))
+    duplicated = hops_with_duplicate_keys(frames, {hop for c in reachable for hop in c.predicate.hops})
+    if duplicated:
+        log.warning("featurize %s: join-induced cuts through %s dropped: the parent key is not unique",
+                    table, ", ".join(sorted(map(str, duplicated))))
+    kept = {c for c in reachable if not set(c.predicate.hops) & duplicated}
+    return [c for c in cuts if c.kind != "join_induced" or c in kept]
+
+
+def with_vectors(df: DataFrame, cuts: Sequence[CandidateCut], frames: Mapping[str, DataFrame]) -> DataFrame:
+    """`df` plus the cut flags `_cut0..` and the bit string `_vec` (character j = cut j)."""
+    flagged = with_layout_cut_flags(df, [c.predicate for c in cuts], frames)
+    return with_bit_vector(flagged, len(cuts))
+
+
+def vector_sample(df: DataFrame, columns: Sequence[str], sample_rows: int) -> VectorSample:
+    """(vector, count) pairs of about `sample_rows` rows (0: all rows), sorted by vector.
+
+    The sample is a row-hash sample (deterministic: the same rows every run),
+    of the target rows only: join-induced bits were computed on the full
+    dimension data, so sampled counts times the scale estimate the full
+    counts without MTO §4.2's cardinality adjustment."""
+    rows = df.count()
+    rate = min(1.0, sample_rows / rows) if sample_rows and rows else 1.0
+    sample = df
+    if rate < 1.0:
+        sample = df.where(F.pmod(F.xxhash64(*columns), F.lit(SAMPLE_MODULUS)) < int(rate * SAMPLE_MODULUS))
+    pairs = _pairs(sample)
+    if rate < 1.0 and sum(c for _, c in pairs) < MIN_SAMPLE_ROWS:
+        log.warning("reduce: a sample of %d rows is too small to estimate block sizes; using all %d rows",
+                    sum(c for _, c in pairs), rows)
+        pairs = _pairs(df)
+    return VectorSample(tuple(k for k, _ in pairs), [c for _, c in pairs], rows)
+
+
+def _pairs(df: DataFrame) -> list[tuple[str, int]]:
+    return sorted((r[0], int(r[1])) for r in df.groupBy(VECTOR_COLUMN).count().collect())
