@@ -48,6 +48,7 @@ log = logging.getLogger("layout.gc")
 
 UTC = dt.timezone.utc
 RUNS_FOLDER = "_runs"
+UNVERSIONED_RUN_AGE = dt.timedelta(hours=6)  # longer than any nightly step takes
 UNPARTITIONED_STAGING = "_all"  # the staging folder of a table without partitions
 BLOCK_FOLDER = re.compile(r"block_id=(\d+)")  # spark.blocks.block_folder names them so
 SHARED = "referenced by an active or building version"
@@ -311,13 +312,17 @@ def _collect_staging(catalog: Catalog, warehouse: Path, versions: list[VersionIn
                      cutoff: dt.datetime, dry_run: bool, now: dt.datetime,
                      kept: list[KeptItem]) -> list[DeletedFolder]:
     resumable = _resumable_runs(versions, purged)
+    versioned = {(v.table, v.partition or UNPARTITIONED_STAGING, staging_name(v.run_id)) for v in versions}
     deleted = []
     for key, folder in _run_folders(warehouse / RUNS_FOLDER):
         if key in resumable:
             kept.append(KeptItem(str(folder), "its run's version is building or may be retried"))
             continue
+        # a run before write_blocks has no version yet: whatever the grace period, its
+        # staging stays until it has not changed for UNVERSIONED_RUN_AGE
+        oldest_allowed = cutoff if key in versioned else min(cutoff, now - UNVERSIONED_RUN_AGE)
         changed = _newest_change(folder, now)
-        if changed >= cutoff:
+        if changed >= oldest_allowed:
             kept.append(KeptItem(str(folder), f"changed at {changed.isoformat()}, within the grace period"))
             continue
         size = _size(folder)

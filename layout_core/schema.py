@@ -29,6 +29,8 @@ from .errors import UserError
 from .predicates import Column, Hop
 
 
+ORDERABLE_KINDS = ("int", "decimal", "string", "date", "timestamp")
+
 class SchemaError(UserError, ValueError):
     """The schema file is missing, malformed or inconsistent."""
 
@@ -83,6 +85,11 @@ class TableSchema:
             return self._column_objects[name]
         except KeyError:
             raise KeyError(f"{self.name} has no column {name!r}") from None
+
+    @cached_property
+    def orderable_columns(self) -> tuple[str, ...]:
+        """Columns with a min and a max: what zone maps and range filters work on."""
+        return tuple(c for c in self.column_names if self.column(c).kind in ORDERABLE_KINDS)
 
     def has_column(self, name: str) -> bool:
         return name in self._column_objects

@@ -269,6 +269,17 @@ def test_orphaned_staging_goes_after_the_grace_period_recent_staging_stays(wh):
     assert any(k.what == str(fresh) and "within the grace period" in k.reason for k in report.kept)
 
 
+def test_zero_grace_keeps_a_run_that_has_no_version_yet(wh):
+    """gc while a DAG run is in its first steps (ingest .. optimize): no version row
+    exists yet, so only the age of its files can tell it is alive."""
+    wh.activate("run-1", T0 + DAY)
+    now = T0 + 10 * DAY
+    running = wh.staging("manual__featurizing", when=now - dt.timedelta(minutes=20))
+    report = wh.gc(older_than=dt.timedelta(0))
+    assert running.is_dir()
+    assert str(running) not in {f.path for f in report.staging_deleted}
+
+
 def test_a_file_written_deep_inside_a_run_folder_keeps_it(wh):
     folder = wh.staging("run-9", when=T0)
     set_mtime(folder / "featurized", T0 + 10 * DAY)  # a step rewrote its output just now

@@ -56,7 +56,7 @@ def _sort_columns(log, table: str) -> tuple:
     from layout_core.optimizers.base import sort_columns
 
     schema_table = SCHEMA.table(table)
-    workload = TableQueries(table, tuple(log), SCHEMA.key_hops()).summary([], set(schema_table.column_names))
+    workload = TableQueries(table, tuple(log), SCHEMA.key_hops()).summary([], schema_table)
     return sort_columns(schema_table, workload, "")
 
 

@@ -41,6 +41,12 @@ Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 metadata = sa.MetaData()
 
+
+def _version_key() -> sa.Column:
+    """The version a row belongs to: part of the key, deleted with its version."""
+    return sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
+                     primary_key=True)
+
 tables_t = sa.Table(
     "layout_tables", metadata,
     sa.Column("name", sa.String(255), primary_key=True),
@@ -81,8 +87,7 @@ versions_t = sa.Table(
 
 cuts_t = sa.Table(
     "layout_cuts", metadata,
-    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
-              primary_key=True),
+    _version_key(),
     sa.Column("position", sa.Integer, primary_key=True),
     sa.Column("predicate", sa.Text, nullable=False),
     sa.Column("cut_sql", sa.Text, nullable=False),
@@ -94,8 +99,7 @@ cuts_t = sa.Table(
 
 blocks_t = sa.Table(
     "layout_blocks", metadata,
-    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
-              primary_key=True),
+    _version_key(),
     sa.Column("block_id", sa.BigInteger, primary_key=True),
     sa.Column("row_count", sa.BigInteger, nullable=False),
     sa.Column("size_bytes", sa.BigInteger, nullable=False),
@@ -108,8 +112,7 @@ blocks_t = sa.Table(
 
 tree_nodes_t = sa.Table(
     "layout_tree_nodes", metadata,
-    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
-              primary_key=True),
+    _version_key(),
     sa.Column("tree", sa.Integer, primary_key=True),
     sa.Column("node_id", sa.BigInteger, primary_key=True),
     sa.Column("cut", sa.Integer),  # internal nodes: cut position, bit 1 -> left_id, 0 -> right_id
@@ -123,8 +126,7 @@ tree_nodes_t = sa.Table(
 # has its own table and version listings never load it.
 plans_t = sa.Table(
     "layout_plans", metadata,
-    sa.Column("version_id", Id, sa.ForeignKey("layout_versions.version_id", ondelete="CASCADE"),
-              primary_key=True),
+    _version_key(),
     sa.Column("plan_json", sa.Text, nullable=False),
 )
 

@@ -137,9 +137,11 @@ class TableQueries:
     analyses: tuple = ()
     key_hops: Any = ()
 
-    def summary(self, cuts: Sequence[CandidateCut], orderable: set[str]) -> PlanWorkload:
+    def summary(self, cuts: Sequence[CandidateCut], table: TableSchema) -> PlanWorkload:
+        """The workload matrices of `cuts`, and the columns filtered most (those with a min and max)."""
         from ..workload.tree_inputs import filtered_columns, range_filtered_columns, workload_matrices
 
+        orderable = set(table.orderable_columns)
         matrices = workload_matrices(self.analyses, self.table, self.key_hops, [c.predicate for c in cuts])
         return PlanWorkload(
             tuple(map(tuple, matrices.implies.tolist())), tuple(map(tuple, matrices.disjoint.tolist())),

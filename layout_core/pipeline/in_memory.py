@@ -33,7 +33,6 @@ def lay_out_in_memory(table: TableSchema, rows, frames: Mapping[str, Any], optim
     """`rows` (a DataFrame of the table) laid out by `optimizer`; `frames` holds the
     data of the tables join-induced cuts start from. The result is cached."""
     from ..spark.assign import with_plan_blocks
-    from ..spark.blocks import ORDERABLE_KINDS
     from ..spark.featurize import usable_cuts, vector_sample, with_vectors
 
     seconds = {}
@@ -41,8 +40,7 @@ def lay_out_in_memory(table: TableSchema, rows, frames: Mapping[str, Any], optim
     chosen = get_optimizer(optimizer)
     resolved = chosen.resolve(settings)
     cuts = usable_cuts(table.name, chosen.choose_cuts(queries, resolved), frames)
-    orderable = {c for c in table.column_names if table.column(c).kind in ORDERABLE_KINDS}
-    workload = queries.summary(cuts, orderable)
+    workload = queries.summary(cuts, table)
     flagged = with_vectors(rows.select(*table.column_names), cuts, frames).cache()
     flagged.count()
     seconds["featurize"] = time.monotonic() - started

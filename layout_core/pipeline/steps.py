@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..errors import UserError
 from ..catalog import BlockRecord, Catalog, CatalogError, CutRecord
+from ..errors import UserError
 from ..optimizers import PlanError
 from ..predicates import dumps, loads
 from ..schema import Schema, TableSchema
@@ -197,10 +197,10 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
     of the dimension tables on their paths; their literal keys are kept as
     Roaring bitmaps."""
     from ..optimizers import TableQueries, get_optimizer
-    from ..spark.blocks import ORDERABLE_KINDS, VECTOR_COLUMN
+    from ..optimizers.base import schema_fingerprint
+    from ..spark.blocks import VECTOR_COLUMN
     from ..spark.featurize import path_tables, usable_cuts, with_vectors
     from ..spark.induced import literal_keys
-    from ..optimizers.base import schema_fingerprint
 
     t0 = time.monotonic()
     table = schema.table(paths.table)
@@ -221,23 +221,22 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
         sources = _active_sources(catalog, induced_tables)
         frames = _source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
     cuts = usable_cuts(table.name, cuts, frames)
-    orderable = {c for c in table.column_names if table.column(c).kind in ORDERABLE_KINDS}
-    workload = queries.summary(cuts, orderable)
-    support = [sum(a or b for a, b in zip(i, d)) for i, d in zip(zip(*workload.implies), zip(*workload.disjoint))]
+    workload = queries.summary(cuts, table)
     entries = []
     for position, cut in enumerate(cuts):
-        entry = CutEntry(position, cut.kind, cut.sql, dumps(cut.predicate),
-                         cut.support or (support[position] if support else 0))
+        # support: Sun's (fineblock), else the training references that imply the cut or are disjoint with it
+        support = cut.support or sum(i[position] or d[position] for i, d in zip(workload.implies, workload.disjoint))
+        induced = {}
         if cut.kind == "join_induced":
+            keys = literal_keys(frames, cut.predicate)
             keys_path = _keys_file(paths, position)
             keys_path.parent.mkdir(parents=True, exist_ok=True)
-            keys = literal_keys(frames, cut.predicate)
             keys_path.write_bytes(keys.serialize())
-            entry = CutEntry(position, cut.kind, cut.sql, entry.predicate, entry.support,
-                             tuple(str(h) for h in cut.predicate.hops), len(keys),
-                             tuple((t, int(v)) for t in sorted(path_tables(cut)) for v in sources[t]["versions"]))
-        entries.append(entry)
-        log.info("cut %d (%s, support %d): %s", position, cut.kind, entry.support, cut.sql)
+            induced = {"path": tuple(str(h) for h in cut.predicate.hops), "literal_keys": len(keys),
+                       "source_versions": tuple((t, int(v)) for t in sorted(path_tables(cut))
+                                                for v in sources[t]["versions"])}
+        entries.append(CutEntry(position, cut.kind, cut.sql, dumps(cut.predicate), support, **induced))
+        log.info("cut %d (%s, support %d): %s", position, cut.kind, support, cut.sql)
     if summary is None or not summary.analyses:
         log.warning("featurize %s: no usable queries in the log; %s lays the table out without them",
                     table.name, chosen.name)

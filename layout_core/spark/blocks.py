@@ -19,7 +19,6 @@ from ..schema import TableSchema
 from ..skipping.rewrite import BLOCK_COLUMN
 
 VECTOR_COLUMN = "_vec"
-ORDERABLE_KINDS = ("int", "decimal", "string", "date", "timestamp")
 
 
 def cut_flag_columns(n_cuts: int) -> list[str]:
@@ -74,7 +73,7 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int) -> list[Blo
 
     `df` has the block column and, when n_cuts > 0, the cut flag columns.
     """
-    columns = [c for c in table.column_names if table.column(c).kind in ORDERABLE_KINDS]
+    columns = table.orderable_columns
     aggs = [F.count(F.lit(1)).alias("_rows")]
     for c in columns:
         aggs += [F.min(c).alias(f"_min_{c}"), F.max(c).alias(f"_max_{c}"),
