@@ -192,7 +192,7 @@ def cmd_bench_sun(args) -> int:
     from .bench.sun import format_result, run
 
     result = run(sf=args.sf, n_train=args.train, n_test=args.test, num_feat=args.num_feat,
-                 min_size=args.min_size, sweep=args.sweep, spark_time=not args.no_spark,
+                 block_rows=args.block_rows, sweep=args.sweep, spark_time=not args.no_spark,
                  work=Path(args.work))
     Path(args.work).mkdir(parents=True, exist_ok=True)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
@@ -315,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--train", type=int, default=800, help="training queries (default 800)")
     bs.add_argument("--test", type=int, default=80, help="test queries (default 80)")
     bs.add_argument("--num-feat", type=int, default=15)
-    bs.add_argument("--min-size", type=int, help="rows per block (default: ~100 blocks per month, as the paper)")
+    bs.add_argument("--block-rows", type=int,
+                    help="rows per block, Sun's minSize (default: about 10 blocks per month partition)")
     bs.add_argument("--sweep", action="store_true", help="also sweep minSize from 0.1x to 4x")
     bs.add_argument("--no-spark", action="store_true", help="skip writing layouts and timing Spark")
     bs.add_argument("--work", default=".layout/bench/sun", help="folder for data and results")

@@ -15,7 +15,7 @@ Setup as in the paper, scaled to the data:
   fineblock layout's mean block size, so the comparison is at equal block
   count. Blocks of every layout have zone maps; fineblock also union vectors.
 - minSize: the paper's month partitions (7.7M rows) have about 100 blocks at
-  minSize 50,000. Our partitions are 100-1000x smaller, so `--min-size`
+  minSize 50,000. Our partitions are 100-1000x smaller, so `--block-rows`
   defaults to about 10 blocks per month partition, keeping blocks at several
   hundred rows or more (one Parquet folder each); `--sweep` varies it.
 
@@ -90,7 +90,7 @@ class Layout:
 
 
 def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 15,
-        min_size: int | None = None, sweep: bool = False, spark_time: bool = True,
+        block_rows: int | None = None, sweep: bool = False, spark_time: bool = True,
         work: Path = Path(".layout/bench/sun"), seed: int = 1) -> dict:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -129,7 +129,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         train, test = workload(n_train, n_test, seed, sf)
         train_preds = [p for p in (wide_query(q.sql, schema) for q in train) if p is not None]
         test_preds = [p for p in (wide_query(q.sql, schema) for q in test) if p is not None]
-        min_size = min_size or max(1, total_rows // months // BLOCKS_PER_PARTITION)
+        block_rows = block_rows or max(1, total_rows // months // BLOCKS_PER_PARTITION)
 
         t0 = time.monotonic()
         features = select_features([list(conjuncts(p)) for p in train_preds], num_feat, min_support=max(2, len(train_preds) // 100),
@@ -155,7 +155,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
                 offset += plan.n_blocks
             return pieces, offset, time.monotonic() - started
 
-        pieces, n_fine, steps["optimize"] = fineblock_map(min_size)
+        pieces, n_fine, steps["optimize"] = fineblock_map(block_rows)
 
         t0 = time.monotonic()
         data_cols = list(wide_table.column_names)
@@ -224,7 +224,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
 
         sweep_result = {}
         if sweep:
-            for size in sorted({max(1, int(min_size * f)) for f in (0.1, 0.25, 0.5, 1, 2, 4)}):
+            for size in sorted({max(1, int(block_rows * f)) for f in (0.1, 0.25, 0.5, 1, 2, 4)}):
                 sweep_pieces, n_blocks, _ = fineblock_map(size)
                 blocked = with_pieces(flagged, sweep_pieces, PIECE_KEYS, order) \
                     .withColumnRenamed("_block", BLOCK_COLUMN)
@@ -240,7 +240,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         "scale_factor": sf,
         "rows": total_rows,
         "month_partitions": months,
-        "min_size": min_size,
+        "block_rows": block_rows,
         "features": [c.sql for c in cuts],
         "train_queries": len(train_preds),
         "test_queries": len(test_preds),
@@ -249,7 +249,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         "steps_seconds": {k: round(v, 2) for k, v in steps.items()},
         "optimize_share_of_pipeline": round(steps["optimize"] / pipeline, 4) if pipeline else 0.0,
         "router_seconds": {k: round(v, 2) for k, v in router_seconds.items()},
-        "min_size_sweep": sweep_result,
+        "block_rows_sweep": sweep_result,
     }
 
 
@@ -264,7 +264,7 @@ def _whole_table(pairs) -> tuple:
 
 def format_result(r: dict) -> str:
     lines = [f"Sun §7.3 on TPC-H SF {r['scale_factor']}: {r['rows']} rows, {r['month_partitions']} month "
-             f"partitions, minSize {r['min_size']}, {r['train_queries']} training / {r['test_queries']} test queries",
+             f"partitions, minSize {r['block_rows']}, {r['train_queries']} training / {r['test_queries']} test queries",
              f"{'layout':10s} {'blocks':>7s} {'rows scanned':>13s} {'vs range':>9s} {'spark s':>8s}"]
     base = r["layouts"]["range"]["rows_scanned_fraction"] or 1.0
     for name, v in r["layouts"].items():
@@ -273,7 +273,7 @@ def format_result(r: dict) -> str:
     lines.append(f"{'actual':10s} {'':7s} {r['actual_fraction']:13.2%} {r['actual_fraction'] / base:9.2f}")
     lines.append("steps (s): " + ", ".join(f"{k} {v}" for k, v in r["steps_seconds"].items())
                  + f"; optimize share {r['optimize_share_of_pipeline']:.1%}")
-    for size, v in r["min_size_sweep"].items():
+    for size, v in r["block_rows_sweep"].items():
         lines.append(f"  minSize {size:>7s}: {v['blocks']} blocks, rows scanned {v['rows_scanned_fraction']:.2%}")
     return "\n".join(lines)
 

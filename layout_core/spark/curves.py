@@ -277,17 +277,17 @@ def _orderable(dtype: T.DataType) -> bool:
     return True
 
 
-def curve_block_index(df: DataFrame, rows_per_block: int, tie_columns: Sequence[str] | None = None) -> DataFrame:
-    """`df` plus a bigint `_block`: (row number in `_curve` order - 1) div rows_per_block.
+def curve_block_index(df: DataFrame, block_rows: int, tie_columns: Sequence[str] | None = None) -> DataFrame:
+    """`df` plus a bigint `_block`: (row number in `_curve` order - 1) div block_rows.
 
     Ties on `_curve` are broken by `xxhash64` of `tie_columns` (default: all
     hashable columns) and then by those columns themselves, so the assignment
-    is deterministic up to rows that are identical. Every block has exactly rows_per_block rows except the
+    is deterministic up to rows that are identical. Every block has exactly block_rows rows except the
     last. The window has no partitioning: Spark moves all rows to one task
     (fine for the sizes this baseline is benchmarked on).
     """
-    if isinstance(rows_per_block, bool) or not isinstance(rows_per_block, int) or rows_per_block < 1:
-        raise ValueError(f"rows_per_block must be a positive int, got {rows_per_block!r}")
+    if isinstance(block_rows, bool) or not isinstance(block_rows, int) or block_rows < 1:
+        raise ValueError(f"block_rows must be a positive int, got {block_rows!r}")
     if CURVE_COLUMN not in df.columns:
         raise ValueError(f"df has no {CURVE_COLUMN} column; call with_curve_key first")
     ties = list(tie_columns) if tie_columns is not None else [
@@ -297,4 +297,4 @@ def curve_block_index(df: DataFrame, rows_per_block: int, tie_columns: Sequence[
         order.append(F.xxhash64(*[_col(c) for c in ties]))
         order += [_col(c).asc_nulls_first() for c in ties]
     row = F.row_number().over(Window.orderBy(*order))
-    return df.withColumn(BLOCK_COLUMN, F.floor((row - F.lit(1)) / F.lit(rows_per_block)).cast("long"))
+    return df.withColumn(BLOCK_COLUMN, F.floor((row - F.lit(1)) / F.lit(block_rows)).cast("long"))
