@@ -59,8 +59,8 @@ def nightly(spark, tpch_sf001, tmp_path_factory):
             steps.run_in_process(spark, catalog, SCHEMA, paths, str(tpch_sf001 / f"{table}.parquet"), optimizer,
                                  settings, str(log))
             layout = catalog.active_layout(table, "")
-            paths = [b.path for b in layout.blocks]
-            blocks = spark.read.option("basePath", str(Path(paths[0]).parent)).parquet(*paths)
+            block_paths = [b.path for b in layout.blocks]
+            blocks = spark.read.option("basePath", str(Path(block_paths[0]).parent)).parquet(*block_paths)
             index = F.col("block_id") - F.lit(layout.version.block_ids.start)
             sums[(table, optimizer)] = _checksum(blocks, table, index)
             if table == "lineitem" and optimizer == "mto":  # rows and their bits, to route through the tree
