@@ -315,3 +315,20 @@ def test_skipping_unrelated_cuts_gives_the_masks_of_checking_every_cut():
         assert cut_masks(query, cuts) == (implied, disjoint_)
 
     check()
+
+
+def test_an_unexpected_failure_while_routing_reads_everything_and_logs_its_traceback(
+        catalog, blocks, monkeypatch, caplog):
+    import layout_core.skipping.router as router
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug in the reasoning")
+
+    monkeypatch.setattr(router, "route_layout", broken)
+    sql = "SELECT count(*) FROM lineitem WHERE l_shipdate < DATE '1994-01-01'"
+    route, index = _route(catalog, sql)
+    assert not route.analyzed and route.refs == ()
+    assert "routing failed (KeyError" in route.warnings[0]
+    assert rewrite_sql(route, index) == sql  # the query runs as written
+    (record,) = [r for r in caplog.records if r.name == "layout.router"]
+    assert record.levelname == "ERROR" and record.exc_info is not None

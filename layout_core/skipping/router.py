@@ -22,6 +22,7 @@ warning; routing never raises.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, Sequence
@@ -37,6 +38,8 @@ from .zonemaps import ZoneMaps, might_match_blocks
 # A layout built without any dimension layout in the catalog records its
 # join-induced cut sources as (table, UNMANAGED_SOURCE).
 UNMANAGED_SOURCE = 0
+
+log = logging.getLogger("layout.router")
 
 
 @dataclass(frozen=True)
@@ -248,11 +251,17 @@ class Route:
 def route_query(
     sql: str, index: RoutingIndex, schema: Schema, max_depth: int = DEFAULT_MAX_DEPTH
 ) -> Route:
+    """The blocks each table reference of `sql` reads. A query that cannot be
+    analyzed reads everything; so does one whose analysis or routing fails
+    unexpectedly (a bug: logged with its traceback), since a failed route
+    must never fail, or change, the user's query."""
     try:
-        analysis = analyze(sql, schema)
+        return route_analysis(analyze(sql, schema), index, schema, max_depth)
     except QueryError as e:
         return Route(sql, (), (f"reading everything: {e}",), analyzed=False)
-    return route_analysis(analysis, index, schema, max_depth)
+    except Exception as e:  # noqa: BLE001 - "when in doubt, read"
+        log.exception("routing failed unexpectedly; the query reads everything")
+        return Route(sql, (), (f"reading everything: routing failed ({type(e).__name__}: {e})",), analyzed=False)
 
 
 def route_analysis(
