@@ -237,7 +237,7 @@ def _check(vc: VectorCounts, workload: Workload) -> None:
         raise ValueError(f"workload has {workload.m} cuts, vectors have {vc.m}")
 
 
-def _allowed_mask(allowed_cuts: np.ndarray | None, m: int) -> np.ndarray:
+def cut_mask(allowed_cuts: np.ndarray | None, m: int) -> np.ndarray:
     if allowed_cuts is None:
         return np.ones(m, dtype=bool)
     a = np.asarray(allowed_cuts)
@@ -305,10 +305,10 @@ def greedy_tree(
         raise ValueError("min_leaf_rows must be >= 1")
     if objective not in ("path", "router"):
         raise ValueError(f"objective must be 'path' or 'router', not {objective!r}")
-    allowed = _allowed_mask(allowed_cuts, vc.m)
+    allowed = cut_mask(allowed_cuts, vc.m)
     if objective == "path":
         return _grow(vc, min_leaf_rows, allowed, _PathGain(workload), progress, "greedy_tree")
-    known = _allowed_mask(known_cuts, vc.m)
+    known = cut_mask(known_cuts, vc.m)
     used = allowed | known
     if used.all() or not vc.n:
         return _grow(vc, min_leaf_rows, allowed, _RouterGain(workload, known), progress,
@@ -530,7 +530,7 @@ def router_objective(vc: VectorCounts, root: Node, workload: Workload,
     decides for a block holding exactly the leaf's rows: from the union and
     intersection of the leaf's vectors over the `known_cuts` (default: all)."""
     _check(vc, workload)
-    kn = np.flatnonzero(_allowed_mask(known_cuts, vc.m))
+    kn = np.flatnonzero(cut_mask(known_cuts, vc.m))
     imp_k = workload.implies[:, kn].astype(np.float64)
     dis_k = workload.disjoint[:, kn].astype(np.float64)
     total = 0.0
