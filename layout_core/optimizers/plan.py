@@ -58,7 +58,7 @@ class TreeBlocks:
     def root(self):
         from ..optimize.qdtree import tree_from_json
 
-        return tree_from_json(_as_lists(self.tree))
+        return tree_from_json(as_lists(self.tree))
 
     def leaf_of_block(self, block: int) -> int:
         return int(np.searchsorted(np.array(self.leaf_first_block), block, side="right")) - 1
@@ -72,8 +72,11 @@ class PieceBlocks:
 ASSIGNMENTS = {"sort": SortBlocks, "curve": CurveBlocks, "tree": TreeBlocks, "pieces": PieceBlocks}
 
 
-def _as_lists(value):
-    return [_as_lists(v) for v in value] if isinstance(value, (list, tuple)) else value
+def as_lists(value):
+    """Nested tuples as nested lists, inside mappings too: the JSON form of plans and settings."""
+    if isinstance(value, dict):
+        return {k: as_lists(v) for k, v in value.items()}
+    return [as_lists(v) for v in value] if isinstance(value, (list, tuple)) else value
 
 
 def as_tuples(value):
@@ -118,8 +121,8 @@ class LayoutPlan:
 
     def to_json(self) -> dict:
         kind = next(k for k, cls in ASSIGNMENTS.items() if isinstance(self.assignment, cls))
-        assignment = {"kind": kind, **{k: _as_lists(v) for k, v in vars(self.assignment).items()}}
-        return {"format": self.format, "optimizer": self.optimizer, "settings": _as_lists(dict(self.settings)),
+        assignment = {"kind": kind, **{k: as_lists(v) for k, v in vars(self.assignment).items()}}
+        return {"format": self.format, "optimizer": self.optimizer, "settings": as_lists(dict(self.settings)),
                 "table": self.table, "schema_fingerprint": self.schema_fingerprint,
                 "columns": list(self.columns), "cuts": list(self.cuts), "assignment": assignment,
                 "expected_block_rows": [round(r, 1) for r in self.expected_block_rows],

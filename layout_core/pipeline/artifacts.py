@@ -91,15 +91,18 @@ class Verification:
     checksum: str
 
 
-def write_artifact(folder: Path, artifact) -> Path:
-    """Write atomically (a killed step never leaves half a file)."""
-    path = folder / artifact.FILE
+def write_json(path: Path, data) -> Path:
+    """Write atomically: a killed step never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"format": ARTIFACT_FORMAT, "artifact": type(artifact).__name__, **asdict(artifact)}
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str))
     tmp.replace(path)
     return path
+
+
+def write_artifact(folder: Path, artifact) -> Path:
+    data = {"format": ARTIFACT_FORMAT, "artifact": type(artifact).__name__, **asdict(artifact)}
+    return write_json(folder / artifact.FILE, data)
 
 
 def read_artifact(folder: Path, cls, reader: str):

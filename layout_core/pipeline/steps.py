@@ -32,10 +32,11 @@ from typing import Any, Mapping, Sequence
 from ..catalog import BlockRecord, Catalog, CatalogError, CutRecord
 from ..errors import UserError
 from ..optimizers import PlanError
+from ..optimizers.plan import TreeBlocks, as_lists
 from ..predicates import dumps, loads
 from ..schema import Schema, TableSchema
 from .artifacts import (ArtifactError, CutEntry, Features, IngestSummary, Vectors, Verification, WrittenBlocks,
-                        read_artifact, write_artifact)
+                        read_artifact, write_artifact, write_json)
 
 log = logging.getLogger("layout.pipeline")
 
@@ -81,10 +82,7 @@ def _record(paths: RunPaths, step: str, numbers: dict) -> dict:
     metrics_path = paths.file("metrics.json")
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     metrics[step] = numbers
-    metrics_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = metrics_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(metrics, indent=1, default=str))
-    tmp.replace(metrics_path)
+    write_json(metrics_path, metrics)
     log.info("%s %s/%s: %s", step, paths.table, paths.partition or "-",
              ", ".join(f"{k}={v}" for k, v in numbers.items()))
     return numbers
@@ -244,16 +242,12 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
     flagged = with_vectors(df, cuts, frames)
     flagged.select(*df.columns, VECTOR_COLUMN).write.mode("overwrite").parquet(str(paths.file("featurized")))
     numbers = _log_numbers(summary, table.name)
-    write_artifact(paths.staging, Features(chosen.name, _json_ready(resolved), table.name,
+    write_artifact(paths.staging, Features(chosen.name, as_lists(resolved), table.name,
                                            schema_fingerprint(table), tuple(entries), workload.to_json(), numbers))
     return _record(paths, "featurize", {
         **numbers, "optimizer": chosen.name, "cuts": len(entries),
         "join_induced": sum(e.kind == "join_induced" for e in entries),
         "seconds": round(time.monotonic() - t0, 2)})
-
-
-def _json_ready(settings: Mapping[str, Any]) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in settings.items()}
 
 
 def _features(paths: RunPaths, table: TableSchema, step: str) -> Features:
@@ -312,19 +306,12 @@ def optimize(paths: RunPaths, table: TableSchema) -> dict:
         plan = plan_layout(features.optimizer, table, sample, cuts, workload, features.settings)
     except PlanError as e:
         raise StepError(str(e)) from None
-    _write_json(paths.file(PLAN_FILE), plan.to_json())
+    write_json(paths.file(PLAN_FILE), plan.to_json())
     numbers = {"optimizer": plan.optimizer, "blocks": plan.n_blocks, "rows": plan.rows,
                "sampled_rows": sample.sampled_rows}
-    if hasattr(plan.assignment, "leaf_n_blocks"):
+    if isinstance(plan.assignment, TreeBlocks):
         numbers["leaves"] = len(plan.assignment.leaf_n_blocks)
     return _record(paths, "optimize", {**numbers, "seconds": round(time.monotonic() - t0, 3)})
-
-
-def _write_json(path: Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
 
 
 def read_plan(paths: RunPaths, step: str):
@@ -447,29 +434,28 @@ def tree_records(plan) -> list:
     """The plan's tree(s) as catalog node records (node ids in preorder)."""
     from ..catalog import TreeNodeRecord
 
-    rule = plan.assignment
-    if not hasattr(rule, "tree"):
+    if not isinstance(plan.assignment, TreeBlocks):
         return []
     records: list = []
 
     def add(node) -> int:
         node_id = len(records)
         records.append(None)
-        if len(node) == 2:  # [leaf id, rows]
-            records[node_id] = TreeNodeRecord(0, node_id, int(node[1]), leaf_id=int(node[0]))
-        else:  # [cut, rows, left, right]
-            left, right = add(node[2]), add(node[3])
-            records[node_id] = TreeNodeRecord(0, node_id, int(node[1]), cut=int(node[0]), left=left, right=right)
+        if node.is_leaf:
+            records[node_id] = TreeNodeRecord(0, node_id, node.rows, leaf_id=node.leaf_id)
+        else:
+            left, right = add(node.left), add(node.right)
+            records[node_id] = TreeNodeRecord(0, node_id, node.rows, cut=node.cut, left=left, right=right)
         return node_id
 
-    add(rule.tree)
+    add(plan.assignment.root())
     return records
 
 
 def block_leaves(plan, block_index: int) -> tuple[int, ...]:
     """Lineage: the leaf (per tree) a block's rows came from; () without trees."""
     rule = plan.assignment
-    return (rule.leaf_of_block(block_index),) if hasattr(rule, "leaf_of_block") else ()
+    return (rule.leaf_of_block(block_index),) if isinstance(rule, TreeBlocks) else ()
 
 
 def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
