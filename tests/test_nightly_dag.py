@@ -11,9 +11,10 @@ PROJECT = Path(__file__).resolve().parent.parent
 STEPS = ["ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog"]
 
 
-def test_dag_file_has_no_heavy_top_level_imports():
+@pytest.mark.parametrize("dag_file", sorted(p.name for p in (PROJECT / "dags").glob("*.py")))
+def test_dag_files_have_no_heavy_top_level_imports(dag_file):
     code = (
-        "import sys, runpy; runpy.run_path('dags/layout_nightly.py');"
+        f"import sys, runpy; runpy.run_path('dags/{dag_file}');"
         "heavy = [m for m in ('pyspark', 'layout_core', 'sqlglot', 'numpy') if m in sys.modules];"
         "print(','.join(heavy))"
     )

@@ -34,7 +34,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from ..optimize.features import select_features
 from ..optimizers import CandidateCut, VectorSample, plan_layout
 from ..predicates import Predicate, TRUE, conj, conjuncts, to_sql
