@@ -97,7 +97,8 @@ with DAG(
                            description="a registered optimizer (`layout optimizers` lists them and their settings)"),
         "block_rows": Param(50000, type="integer", minimum=1, description="rows per block"),
         "settings": Param({}, type="object",
-                          description='the optimizer\'s other settings, e.g. {"sort_column": "l_shipdate"}'),
+                          description='the optimizer\'s other settings, e.g. {"sort_column": "l_shipdate"} '
+                                      'or {"trees": 3} for pando'),
         "query_log": Param("", type="string", description="SQL file of past queries"),
     },
 ) as dag:
@@ -156,7 +157,8 @@ with DAG(
         "optimizer": Param("mto", type="string", description="a registered optimizer"),
         "block_rows": Param(50000, type="integer", minimum=1, description="rows per fact block"),
         "dimension_block_rows": Param(50000, type="integer", minimum=1, description="rows per dimension block"),
-        "settings": Param({}, type="object", description="the optimizer's other settings for the fact table"),
+        "settings": Param({}, type="object",
+                          description='the optimizer\'s other settings for the fact table, e.g. {"trees": 3} for pando'),
         "query_log": Param("", type="string", description="SQL file of past queries"),
     },
 ) as star_dag:

@@ -329,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
     bt.add_argument("--work", default=".layout/bench/tpch", help="folder for data and results")
     bt.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
-                    help="comma-separated layouts (default: all five)")
+                    help="comma-separated layouts (default: these five; also pando-K with K trees, "
+                         "e.g. pando-2,pando-3,pando-4, and pando-auto)")
     bt.add_argument("--spark", action="store_true",
                     help="also write sortkey and mto as block folders and time the test queries on Spark "
                          "(rewritten with their routes; answers compared)")

@@ -24,7 +24,7 @@ def b1(tmp_path_factory):
     # its own process: B1 starts and stops a SparkSession of its own
     done = subprocess.run(
         [sys.executable, "-m", "layout_core.cli", "bench", "tpch", "--sf", "0.01", "--block-rows", "1000",
-         "--per-template", "2", "--layouts", "sortkey,qdtree,mto", "--spark", "--work", str(work), "--json"],
+         "--per-template", "2", "--layouts", "sortkey,qdtree,mto,pando-3", "--spark", "--work", str(work), "--json"],
         capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout), work
@@ -32,14 +32,19 @@ def b1(tmp_path_factory):
 
 def test_b1_reports_what_the_issue_asks_for(b1):
     result, work = b1
-    assert set(result["layouts"]) == {"sortkey", "qdtree", "mto"}
+    assert set(result["layouts"]) == {"sortkey", "qdtree", "mto", "pando-3"}
     for layout in result["layouts"].values():
+        assert isinstance(layout["index_bytes"], int)
         assert isinstance(layout["blocks_read"], int) and isinstance(layout["rows_read"], int)
         assert set(layout["stage_seconds"]) == {"featurize", "reduce", "optimize", "assign", "write"}
         assert all(isinstance(v, float) for v in layout["stage_seconds"].values())
         assert set(layout["tables"]) == {"region", "nation", "supplier", "customer", "part", "partsupp",
                                          "orders", "lineitem"}
     assert result["layouts"]["sortkey"]["blocks_vs_sortkey"] == 1.0
+    # sortkey keeps no tree; the others trees, lineage (and literal keys, pando its cell map)
+    sizes = {name: layout["index_bytes"] for name, layout in result["layouts"].items()}
+    assert sizes["sortkey"] == 0 and min(sizes["qdtree"], sizes["mto"], sizes["pando-3"]) > 0
+    assert result["layouts"]["pando-3"]["plans"]["lineitem"]["choices"]["trees"] == 3
     assert isinstance(result["lower_bound_blocks"], int) and result["lower_bound_blocks"] > 0
     assert 0 < result["router_ms"]["p50"] <= result["router_ms"]["p99"]
     assert result["test_queries"] == 22  # 22 templates x 2 instances, the even ones
@@ -52,10 +57,10 @@ def test_no_layout_reads_fewer_rows_than_the_queries_need(b1):
         assert layout["rows_read"] >= result["rows_needed"], name
 
 
-def test_rewritten_queries_give_the_raw_answers_on_both_layouts(b1):
+def test_rewritten_queries_give_the_raw_answers_on_every_layout(b1):
     spark = b1[0]["spark"]
     assert spark["queries"] == 22
     assert spark["identical_answers"], spark["mismatches"]
     # "needed": each reference reads a copy of just the rows its predicate admits
-    assert all(q[k]["equal"] for q in spark["per_query"] for k in ("sortkey", "mto", "needed"))
+    assert all(q[k]["equal"] for q in spark["per_query"] for k in ("sortkey", "mto", "pando-3", "needed"))
     assert spark["seconds"]["needed"] > 0

@@ -408,17 +408,55 @@ def test_set_trees_refuses_what_is_not_a_tree(catalog):
             call(999)
 
 
-def test_block_leaves_round_trip(catalog):
-    version_id, ids = catalog.begin_version("orders", "", "pando", {}, "run-1", 3)
-    blocks = [BlockRecord(ids[0], 10, 100, "/w/b0", {}, 1, 0, leaves=(0, 5)),
-              BlockRecord(ids[1], 10, 100, "/w/b1", {}, 1, 0, leaves=(1, 5)),
-              BlockRecord(ids[2], 10, 100, "/w/b2", {}, 1, 0)]  # a layout without trees
+def test_block_leaf_sets_round_trip(catalog):
+    version_id, ids = catalog.begin_version("orders", "", "pando", {}, "run-1", 4)
+    blocks = [BlockRecord(ids[0], 10, 100, "/w/b0", {}, 1, 0, leaves=((0, 2), (5,))),
+              BlockRecord(ids[1], 10, 100, "/w/b1", {}, 1, 0, leaves=((1,), (2**40, 3, 5))),
+              BlockRecord(ids[2], 10, 100, "/w/b2", {}, 1, 0, leaves=((4,), ())),  # tree 1 unknown
+              BlockRecord(ids[3], 10, 100, "/w/b3", {}, 1, 0)]  # a layout without trees
     catalog.set_blocks(version_id, blocks)
     catalog.activate(version_id)
     assert catalog.active_layout("orders", "").blocks == tuple(blocks)
-    assert catalog.snapshot().layouts[("orders", "")].blocks[1].leaves == (1, 5)
-    with pytest.raises(ValueError, match="leaf ids must be >= 0"):
-        BlockRecord(0, 1, 1, "/w", {}, 0, 0, leaves=(-1,))
+    snapshot_blocks = catalog.snapshot().layouts[("orders", "")].blocks
+    assert [b.leaves for b in snapshot_blocks] == [((0, 2), (5,)), ((1,), (3, 5, 2**40)), ((4,), ()), ()]
+
+
+def test_block_leaves_are_normalized_to_sorted_distinct_sets(catalog):
+    def leaves(value):
+        return BlockRecord(0, 1, 1, "/w", {}, 0, 0, leaves=value).leaves
+
+    assert leaves((3,)) == ((3,),)  # the single-leaf lineage of qd-tree and MTO callers
+    assert leaves((3, 5)) == ((3,), (5,))
+    assert leaves([[7, 2, 7, 0], 4, (), {9}]) == ((0, 2, 7), (4,), (), (9,))
+    assert leaves(()) == ()
+    for bad in [(-1,), ((0, -3),), ([1], [2, -1])]:
+        with pytest.raises(ValueError, match="leaf ids must be >= 0"):
+            leaves(bad)
+    with pytest.raises(TypeError):
+        leaves((("a",),))
+    # Written unsorted with duplicates, read back normalized (and equal to what was written).
+    version_id, (block_id,) = catalog.begin_version("orders", "", "pando", {}, "run-1", 1)
+    written = BlockRecord(block_id, 10, 100, "/w/b", {}, 1, 0, leaves=([9, 1, 9], 4))
+    catalog.set_blocks(version_id, [written])
+    catalog.activate(version_id)
+    (read,) = catalog.active_layout("orders", "").blocks
+    assert read == written and read.leaves == ((1, 9), (4,))
+
+
+def test_blocks_written_with_one_leaf_per_tree_are_read_as_one_leaf_sets(catalog):
+    """Older code stored `leaves_json` as a flat list of leaf ids, one per tree."""
+    version_id, ids = catalog.begin_version("orders", "", "qdtree", {}, "run-1", 3)
+    catalog.set_blocks(version_id, [BlockRecord(b, 10, 100, f"/w/b{b}", {}, 1, 0) for b in ids])
+    catalog.activate(version_id)
+    engine = sa.create_engine(catalog.url)
+    with engine.begin() as conn:
+        for block_id, old_json in zip(ids, ["[3, 5]", "[0]", None]):
+            conn.execute(sa.text("UPDATE layout_blocks SET leaves_json = :j WHERE block_id = :b"),
+                         {"j": old_json, "b": block_id})
+    engine.dispose()
+    layout = catalog.active_layout("orders", "")
+    assert [b.leaves for b in layout.blocks] == [((3,), (5,)), ((0,),), ()]
+    assert layout.blocks == catalog.snapshot().layouts[("orders", "")].blocks
 
 
 def test_plan_round_trips_and_is_replaced(catalog):
@@ -487,7 +525,7 @@ def test_a_record_is_routed_through_the_stored_tree_to_its_block(catalog):
 
     def blocks_of(bits: str) -> list[int]:
         leaf = leaf_of(tree, 0, bits)
-        return [b.block_id for b in layout.blocks if b.leaves[0] == leaf]
+        return [b.block_id for b in layout.blocks if b.leaves[0] == (leaf,)]
 
     assert blocks_of("101") == [ids[1]]
     assert blocks_of("111") == [ids[1]]
@@ -582,7 +620,7 @@ def test_a_first_release_catalog_is_migrated_on_open(catalog_url):
             three_node_tree(), key=lambda n: n.node_id))
 
     with Catalog(catalog_url) as again:  # a second open finds nothing left to add
-        assert again.active_layout("orders", "").blocks[0].leaves == (0,)
+        assert again.active_layout("orders", "").blocks[0].leaves == ((0,),)
         assert len(again.purges()) == 1
     engine = sa.create_engine(catalog_url)
     columns = {c["name"] for c in sa.inspect(engine).get_columns("layout_versions")}

@@ -104,7 +104,8 @@ def test_star_dag_lays_out_dimension_tables_before_the_fact_table(dagbag):
 
 @pytest.mark.slow
 def test_star_dag_run_gives_the_fact_table_join_induced_cuts(tmp_path, tpch_sf001):
-    """`airflow dags test` of orders then lineitem (SF 0.01) with mto."""
+    """`airflow dags test` of orders then lineitem (SF 0.01) with pando (two trees), a
+    join-induced cut on lineitem from the orders layout the run activated first."""
     from layout_core.airflow_run import airflow_env, run_dag_test
     from layout_core.catalog import Catalog
 
@@ -119,23 +120,25 @@ def test_star_dag_run_gives_the_fact_table_join_induced_cuts(tmp_path, tpch_sf00
     env["LAYOUT_STAR_TABLES"] = "orders,lineitem"
     conf = {"source_dir": str(tpch_sf001), "partition": "1995", "date_column": "l_shipdate",
             "start": "1995-01-01", "end": "1996-01-01", "block_rows": 1000, "dimension_block_rows": 3000,
-            "settings": {"sort_column": "l_shipdate"}, "query_log": str(log)}
+            "optimizer": "pando", "settings": {"sort_column": "l_shipdate", "trees": 2}, "query_log": str(log)}
     run_dag_test(env, "layout_star_nightly", conf, log_file=tmp_path / "dag.log")
 
     with Catalog(catalog_url) as catalog:
         orders = catalog.active_layout("orders", "")
         lineitem = catalog.active_layout("lineitem", "1995")
-    assert orders.version.optimizer == lineitem.version.optimizer == "mto"
+    assert orders.version.optimizer == lineitem.version.optimizer == "pando"
     assert sum(b.row_count for b in orders.blocks) == 15000
     (urgent,) = [c for c in lineitem.cuts if c.kind == "join_induced"]
     assert "1-URGENT" in urgent.sql and urgent.source_versions == (("orders", orders.version.version_id),)
     assert len(urgent.keys()) > 0
     assert any(b.union_bits >> urgent.position & 1 == 0 for b in lineitem.blocks)  # some blocks have no urgent rows
-    # the layout itself is in the catalog: the plan, its tree, and each block's leaf
+    # the layout itself is in the catalog: the plan, its two trees, and each block's leaves in both
     with Catalog(catalog_url) as catalog:
         plan = catalog.plan(lineitem.version.version_id)
         nodes = catalog.trees(lineitem.version.version_id)
-    assert plan["optimizer"] == "mto" and plan["settings"]["sort_column"] == "l_shipdate"
-    leaf_ids = {n.leaf_id for n in nodes if n.leaf_id is not None}
-    assert leaf_ids == set(range(len(plan["assignment"]["leaf_n_blocks"])))
-    assert all(len(b.leaves) == 1 and b.leaves[0] in leaf_ids for b in lineitem.blocks)
+    assert plan["optimizer"] == "pando" and plan["settings"]["sort_column"] == "l_shipdate"
+    assert plan["assignment"]["kind"] == "tuples" and plan["choices"]["trees"] == 2
+    for tree in (0, 1):
+        leaf_ids = {n.leaf_id for n in nodes if n.tree == tree and n.leaf_id is not None}
+        assert len(leaf_ids) >= 2  # each tree holds one of the two cuts
+        assert all(set(b.leaves[tree]) <= leaf_ids and b.leaves[tree] for b in lineitem.blocks)

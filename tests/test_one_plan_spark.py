@@ -31,6 +31,7 @@ SETTINGS = {
     "sortkey": {"block_rows": 4000, "sort_column": "l_shipdate"},
     "qdtree": {"block_rows": 4000, "sample_rows": 20_000},
     "mto": {"block_rows": 4000, "sample_rows": 20_000},
+    "pando": {"block_rows": 4000, "sample_rows": 20_000, "trees": 3},
 }
 
 
@@ -77,7 +78,7 @@ def nightly(spark, tpch_sf001, tmp_path_factory):
 
 
 @pytest.mark.parametrize("table,optimizer", [("lineitem", "sortkey"), ("lineitem", "qdtree"),
-                                             ("lineitem", "mto"), ("orders", "mto")])
+                                             ("lineitem", "mto"), ("lineitem", "pando"), ("orders", "mto")])
 def test_the_benchmark_path_puts_every_row_in_the_nightly_block(spark, tpch_sf001, nightly, table, optimizer):
     from pyspark.sql import functions as F
 
@@ -104,4 +105,4 @@ def test_routing_a_row_through_the_catalogs_tree_gives_its_block(nightly):
     assert len({n.leaf_id for n in nodes if n.leaf_id is not None}) >= 3 and len(rows) == 3000
     for row in rows:
         # the tree read back from the catalog sends the row to the leaf its block came from
-        assert leaves_of_block[row["block_id"]] == (leaf_of(nodes, 0, row["_vec"]),)
+        assert leaves_of_block[row["block_id"]] == ((leaf_of(nodes, 0, row["_vec"]),),)

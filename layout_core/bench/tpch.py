@@ -8,7 +8,9 @@ Layouts, all with blocks of `--block-rows` rows and per-block zone maps:
 - zorder / hilbert: a space-filling curve over the table's most frequently
   filtered columns in the training queries (what Delta/Iceberg/Hudi users run);
 - qdtree: greedy qd-tree over the training queries' simple cuts (MTO §2.1.3);
-- mto: the same with join-induced cuts (MTO §4), bits exact by joins.
+- mto: the same with join-induced cuts (MTO §4), bits exact by joins;
+- pando-K (asked for by `--layouts`): Pando with K trees over mto's cuts
+  (Pando §6; `pando-auto` lets it choose K).
 
 Every table is laid out by `pipeline.in_memory.lay_out_in_memory`: the
 functions the nightly steps call (the registered optimizer's cut choice,
@@ -22,10 +24,11 @@ every test query's table references. Reported: blocks and rows read, per table
 and in total; the lower bound sum(ceil(rows needed / block rows)); seconds of
 the same stages for every layout (featurize, reduce, optimize, assign blocks,
 and write when `--spark` writes them); router latency per query (median of
-ROUTER_ROUNDS runs, parsing included).
+ROUTER_ROUNDS runs, parsing included); the index each layout keeps for the
+router besides zone maps, in bytes (`index_bytes`, as Pando's Fig. 9).
 
-With `spark_e2e` (`layout bench tpch --spark`), the sortkey and mto layouts of
-all 8 tables are also written as block folders, and every test query runs on
+With `spark_e2e` (`layout bench tpch --spark`), the sortkey, mto and (when
+laid out) pando-3 layouts of all 8 tables are also written as block folders, and every test query runs on
 Spark rewritten with its route (block_id filters) on each layout, after the
 same query on the raw tables; answers must be identical, and the total Spark
 seconds per layout are reported.
@@ -55,7 +58,10 @@ log = logging.getLogger("layout.bench.tpch")
 
 LAYOUTS = ("sortkey", "zorder", "hilbert", "qdtree", "mto")
 SORT_KEYS = {"lineitem": "l_shipdate", "orders": "o_orderdate"}  # sortkey's column; others: the primary key
-E2E_LAYOUTS = ("sortkey", "mto")
+E2E_LAYOUTS = ("sortkey", "mto")  # and pando-3 when it is laid out
+E2E_OPTIONAL = ("pando-3",)
+NODE_BYTES = 12  # a tree node: (cut, left, right) or a leaf id, three 32-bit integers
+ID_BYTES = 4
 NEEDED = "needed"  # the Spark run's ideal: every reference reads exactly the rows it needs
 STAGES = ("featurize", "reduce", "optimize", "assign", "write")
 # Each test query is routed this often and its latency is the median: one slow
@@ -65,13 +71,43 @@ STAGES = ("featurize", "reduce", "optimize", "assign", "write")
 ROUTER_ROUNDS = 5
 
 
+def layout_optimizer(layout: str) -> tuple[str, dict]:
+    """A B1 layout name as (registered optimizer, settings): `pando-3` is pando with 3 trees."""
+    if layout in LAYOUTS:
+        return layout, {}
+    name, _, trees = layout.partition("-")
+    if name == "pando" and (trees == "auto" or trees.isdigit()):
+        return "pando", {"trees": trees}
+    raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}, pando-K (K trees), pando-auto")
+
+
 def layout_settings(layout: str, table: str, block_rows: int, extra: dict | None = None) -> dict:
     """B1's settings of one layout for one table: the optimizers' defaults but
     block_rows, and sortkey's column (lineitem by ship date, orders by order date)."""
-    settings = {"block_rows": block_rows, **(extra or {})}
+    settings = {"block_rows": block_rows, **layout_optimizer(layout)[1], **(extra or {})}
     if layout == "sortkey":
         settings["sort_column"] = SORT_KEYS.get(table, "")
     return settings
+
+
+def index_bytes(plan, lineage: dict, literal_key_bytes: int) -> int:
+    """What the router keeps besides zone maps and cut bits: the routing trees'
+    nodes, the blocks' lineage (leaf ids per tree), the cell -> block map
+    Pando keeps for inserts, and the literal keys of join-induced cuts."""
+    from ..optimizers.plan import TupleBlocks
+
+    nodes = sum(2 * _leaf_count(root) - 1 for root in plan.routing_trees())
+    lineage_ids = sum(len(leaves) for per_tree in lineage.values() for leaves in per_tree)
+    cells = 0
+    if isinstance(plan.assignment, TupleBlocks):
+        cells = len(plan.assignment.cells) * (plan.assignment.k + 2)
+    return nodes * NODE_BYTES + (lineage_ids + cells) * ID_BYTES + literal_key_bytes
+
+
+def _leaf_count(root) -> int:
+    from ..optimize.qdtree import leaves
+
+    return sum(1 for _ in leaves(root))
 
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
@@ -79,10 +115,13 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         tree_settings: dict | None = None) -> dict:
     """`tree_settings` (e.g. {"max_cuts": 48, "sample_rows": 0}) override the
     qdtree/mto defaults, for measuring variants."""
-    from ..spark.assign import BLOCK_INDEX
-    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, write_block_folders
-    from ..spark_session import local_session
+    from ..catalog import BlockRecord
     from ..pipeline.in_memory import lay_out_in_memory
+    from ..pipeline.steps import tree_records
+    from ..spark.assign import BLOCK_INDEX, block_leaf_sets
+    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, write_block_folders
+    from ..spark.induced import literal_keys
+    from ..spark_session import local_session
 
     work = work.resolve()
     schema = load_schema("tpch")
@@ -94,15 +133,17 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     train = tuple(analyze(q.sql, schema) for q in train_q)
     test = [analyze(q.sql, schema) for q in test_q]
 
-    if not set(layouts) <= set(LAYOUTS):
-        raise ValueError(f"unknown layouts {sorted(set(layouts) - set(LAYOUTS))}; known: {LAYOUTS}")
+    optimizers = {name: layout_optimizer(name)[0] for name in layouts}  # unknown names fail here
     if spark_e2e and not set(E2E_LAYOUTS) <= set(layouts):
         raise ValueError(f"the Spark run needs the layouts {E2E_LAYOUTS}")
+    e2e_layouts = E2E_LAYOUTS + tuple(k for k in E2E_OPTIONAL if k in layouts)
     spark = local_session("layout-bench-tpch", extra=LONG_RUN_JVM)
     indexes: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}
     stage_seconds = {name: {} for name in layouts}
     plans: dict[str, dict[str, dict]] = {name: {} for name in layouts}
     blocks_total = {name: {} for name in layouts}
+    index_size = {name: 0 for name in layouts}
+    key_bytes: dict[str, int] = {}  # literal keys of a join-induced cut, by its SQL
     table_rows: dict[str, int] = {}
     folders = work / f"blocks_sf{sf}_b{block_rows}"
     e2e = None
@@ -113,13 +154,19 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         for name, table in schema.tables.items():
             table_queries = TableQueries(name, train, key_hops)
             for kind in layouts:
-                extra = tree_settings if kind in ("qdtree", "mto") else None
-                laid = lay_out_in_memory(table, tables[name], tables, kind,
+                extra = tree_settings if optimizers[kind] in ("qdtree", "mto", "pando") else None
+                laid = lay_out_in_memory(table, tables[name], tables, optimizers[kind],
                                          layout_settings(kind, name, block_rows, extra), table_queries)
                 blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX, BLOCK_COLUMN)
                 summaries = summarize_blocks(blocked, table, len(laid.cuts))
+                lineage = block_leaf_sets(blocked, laid.plan.routing_trees(), BLOCK_COLUMN)
+                for cut in laid.cuts:
+                    if cut.kind == "join_induced" and cut.sql not in key_bytes:
+                        key_bytes[cut.sql] = len(literal_keys(tables, cut.predicate).serialize())
+                index_size[kind] += index_bytes(laid.plan, lineage, sum(key_bytes[c.sql] for c in laid.cuts
+                                                                       if c.kind == "join_induced"))
                 seconds = dict(laid.seconds)
-                if spark_e2e and kind in E2E_LAYOUTS:
+                if spark_e2e and kind in e2e_layouts:
                     started = time.monotonic()
                     shutil.rmtree(folders / kind / name, ignore_errors=True)  # no block of an earlier run
                     write_block_folders(blocked, table.column_names, folders / kind / name, folders / "_staging")
@@ -131,8 +178,12 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 plans[kind][name] = {"blocks": laid.plan.n_blocks, "cuts": laid.plan.n_cuts,
                                      "sample_scale": laid.plan.sample_scale,
                                      **({"sort_columns": list(laid.plan.assignment.sort_columns)}
-                                        if hasattr(laid.plan.assignment, "sort_columns") else {})}
-                indexes[kind][name] = LayoutIndex.from_blocks(name, summaries, [c.predicate for c in laid.cuts])
+                                        if hasattr(laid.plan.assignment, "sort_columns") else {}),
+                                     **({"choices": dict(laid.plan.choices)} if laid.plan.choices else {})}
+                records = [BlockRecord(b.block_id, b.row_count, 0, "", b.stats, b.union_bits, b.all_bits,
+                                       leaves=lineage.get(b.block_id, ())) for b in summaries]
+                indexes[kind][name] = LayoutIndex.from_blocks(name, records, [c.predicate for c in laid.cuts],
+                                                              trees=tree_records(laid.plan))
                 log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(summaries), len(laid.cuts),
                          seconds)
 
@@ -158,7 +209,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 frame.unpersist()
             e2e = spark_end_to_end(spark, schema, [q.sql for q in test_q], paths, folders,
                                    {kind: RoutingIndex({t: (ix,) for t, ix in indexes[kind].items()}, {})
-                                    for kind in E2E_LAYOUTS})
+                                    for kind in e2e_layouts})
     finally:
         spark.stop()
 
@@ -187,6 +238,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                                 # are larger on average than the others': compare rows read too
                                 "mean_block_rows": round(sum(table_rows.values()) / max(1, n_blocks)),
                                 "stage_seconds": stages, "stage_seconds_per_table": stage_seconds[name],
+                                "index_bytes": index_size[name],
                                 "plans": plans[name], "tables": by_table}
     latencies = []
     for name in layouts:
@@ -376,10 +428,10 @@ def format_result(r: dict) -> str:
     lines = [f"B1 on TPC-H SF {r['scale_factor']}, blocks of {r['block_rows']} rows, "
              f"{r['train_queries']} training / {r['test_queries']} test queries",
              f"{'layout':9s} {'blocks read':>12s} {'vs sortkey':>10s} {'rows read':>12s} {'vs sortkey':>10s} "
-             f"{'rows/block':>10s}  seconds ({', '.join(STAGES)})"]
+             f"{'rows/block':>10s} {'index KiB':>9s}  seconds ({', '.join(STAGES)})"]
     for name, v in r["layouts"].items():
         lines.append(f"{name:9s} {v['blocks_read']:12d} {v['blocks_vs_sortkey']:10.3f} {v['rows_read']:12d} "
-                     f"{v['rows_vs_sortkey']:10.3f} {v['mean_block_rows']:10d}  "
+                     f"{v['rows_vs_sortkey']:10.3f} {v['mean_block_rows']:10d} {v['index_bytes'] / 1024:9.1f}  "
                      + " ".join(f"{v['stage_seconds'][stage]:.1f}" for stage in STAGES))
     lines.append(f"lower bound: {r['lower_bound_blocks']} blocks; router p50 {r['router_ms']['p50']} ms, "
                  f"p99 {r['router_ms']['p99']} ms; chart {r['chart']}")

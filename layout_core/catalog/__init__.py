@@ -14,7 +14,7 @@ from .records import (
     VersionInfo,
     leaf_of,
 )
-from .store import Catalog, CatalogError
+from .store import Catalog, CatalogError, check_trees
 
 __all__ = [
     "CUT_KINDS",
@@ -30,5 +30,6 @@ __all__ = [
     "TableInfo",
     "TreeNodeRecord",
     "VersionInfo",
+    "check_trees",
     "leaf_of",
 ]

@@ -8,6 +8,7 @@ the database compares equal to the one that was written, on every backend.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -55,8 +56,12 @@ class BlockRecord:
 
     Bit i of `union_bits` is set when some row satisfies cut i, bit i of
     `all_bits` when every row does; both may exceed 64 bits. `leaves` is the
-    block's lineage in a tree layout: entry t is the leaf id of tree t that
-    the block's rows came from (empty for layouts without trees).
+    block's lineage in a tree layout: entry t is the sorted, distinct leaf ids
+    of tree t that hold the block's rows (one leaf for a qd-tree or MTO block,
+    possibly several for a Pando block made of cells). It is empty for layouts
+    without trees; an empty entry, or a missing one, means "not known", and
+    the router then never skips the block by that tree. An int entry is read
+    as a one-leaf set, so `leaves=(3,)` means leaf 3 of tree 0.
     """
 
     block_id: int
@@ -66,13 +71,27 @@ class BlockRecord:
     stats: dict[str, dict[str, Any]]
     union_bits: int
     all_bits: int
-    leaves: tuple[int, ...] = ()
+    leaves: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if self.union_bits < 0 or self.all_bits < 0:
             raise ValueError("bit vectors must be non-negative integers")
-        if any(leaf < 0 for leaf in self.leaves):
-            raise ValueError(f"leaf ids must be >= 0, not {self.leaves}")
+        object.__setattr__(self, "leaves", leaf_sets(self.leaves))
+
+
+def leaf_sets(leaves: Iterable[int | Iterable[int]]) -> tuple[tuple[int, ...], ...]:
+    """`BlockRecord.leaves` normalized: per tree, the sorted distinct leaf ids,
+    an int entry read as a one-leaf set (the single-leaf lineage of old records)."""
+    out = []
+    for tree, entry in enumerate(leaves):
+        try:
+            ids = (operator.index(entry),)
+        except TypeError:
+            ids = tuple(map(operator.index, entry))
+        if any(leaf < 0 for leaf in ids):
+            raise ValueError(f"leaf ids must be >= 0, not {ids} (tree {tree})")
+        out.append(tuple(sorted(set(ids))))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +100,8 @@ class TreeNodeRecord:
 
     An internal node routes on the cut at bit position `cut` of its version's
     cuts: rows with bit 1 go to the node `left`, rows with bit 0 to `right`.
-    A leaf has `leaf_id` instead, the id that `BlockRecord.leaves` refers to.
+    A leaf has `leaf_id` instead, one of the ids that entry `tree` of a block's
+    `BlockRecord.leaves` lists when some of the block's rows reach this leaf.
     `rows` is the number of rows the layout put under the node.
     """
 

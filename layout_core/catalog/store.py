@@ -107,7 +107,9 @@ blocks_t = sa.Table(
     sa.Column("stats_json", sa.Text, nullable=False),
     sa.Column("union_bits", sa.Text, nullable=False),  # hex
     sa.Column("all_bits", sa.Text, nullable=False),  # hex
-    sa.Column("leaves_json", sa.Text),  # per tree, the leaf the rows came from; NULL = none
+    # Per tree, the leaf ids holding the block's rows: [[3], [0, 2]]. Older rows hold one
+    # leaf per tree, [3, 0]; NULL (a first-release row) means none.
+    sa.Column("leaves_json", sa.Text),
 )
 
 tree_nodes_t = sa.Table(
@@ -293,7 +295,8 @@ def _block_record(row) -> BlockRecord:
         stats=json.loads(row.stats_json),
         union_bits=int(row.union_bits, 16),
         all_bits=int(row.all_bits, 16),
-        leaves=tuple(json.loads(row.leaves_json)) if row.leaves_json else (),
+        # BlockRecord reads the int entries of older rows as one-leaf sets.
+        leaves=json.loads(row.leaves_json) if row.leaves_json else (),
     )
 
 
@@ -307,7 +310,7 @@ def _block_row(version_id: int, block: BlockRecord) -> dict[str, Any]:
         "stats_json": _dump(block.stats),
         "union_bits": format(_check_bits_type(block.union_bits), "x"),
         "all_bits": format(_check_bits_type(block.all_bits), "x"),
-        "leaves_json": _dump([int(leaf) for leaf in block.leaves]),
+        "leaves_json": _dump([list(leaf_ids) for leaf_ids in block.leaves]),
     }
 
 
@@ -498,11 +501,13 @@ class Catalog:
     def set_trees(self, version_id: int, nodes: Iterable[TreeNodeRecord]) -> None:
         """Replace the tree nodes of a version that is still being built.
 
-        The nodes must form trees numbered 0..k-1 (see `_check_trees`), so
-        that entry t of a block's `leaves` always names a leaf of tree t.
+        The nodes must form trees numbered 0..k-1 (see `check_trees`), so
+        that entry t of a block's `leaves` lists leaf ids of tree t (blocks are
+        not checked against the trees: the router reads a block whose lineage
+        names a leaf its tree lacks).
         """
         nodes = list(nodes)
-        _check_trees(nodes)
+        check_trees(nodes)
         rows = [_tree_node_row(version_id, node) for node in nodes]
         with self._write() as conn:
             _require_state(_lock_version_row(conn, version_id), ("building",), "set its trees")
@@ -718,7 +723,7 @@ def _check_unique(values: list[int], what: str) -> None:
         raise CatalogError(f"duplicate {what}s: {dupes[:10]}")
 
 
-def _check_trees(nodes: list[TreeNodeRecord]) -> None:
+def check_trees(nodes: list[TreeNodeRecord]) -> None:
     """Refuse nodes that do not form trees 0..k-1: each with unique node and
     leaf ids, children that exist in the same tree, exactly one root, and
     every node reachable from it (no node with two parents, no cycle)."""

@@ -47,6 +47,7 @@ from .fineblock import PackedUnions, VectorCounts
 from .qdtree import Node, Workload, cut_mask, leaves, route_vectors
 
 __all__ = [
+    "Grown",
     "PandoBlocks",
     "Truncated",
     "admitted",
@@ -54,6 +55,9 @@ __all__ = [
     "blocks_read",
     "bottom_up_blocks",
     "choose_threshold",
+    "estimated_rows_read",
+    "fallback_blocks",
+    "grow_within_bound",
     "k_tuples",
     "leaf_block_sets",
     "top_down",
@@ -139,10 +143,17 @@ def top_down(
     greedy_tree's, so with non-integer weights two gains equal up to rounding
     may be told apart differently.)
 
+    Every leaf keeps Σ_{v in l} count_v · G[v] and its rows per bit, so a
+    split sums the vectors of its smaller child only (the larger child's sums
+    are the parent's minus those), and a change of G[v] is added to the
+    leaves holding v in the other trees. With integer query weights every
+    sum is an exact integer; otherwise a gain within 1e-9 of the total
+    weighted rows counts as zero.
+
     Cost per split of a leaf of n_l vectors: O(Q·n_l) to update `reads`,
-    O(n_c·Q·m) for the n_c vectors whose reads changed, O(n'·m) for the n'
-    vectors of the leaves to rescore, O(leaves) to pick the next split.
-    Memory: G is (n, m) float64, reads (Q, n) bool.
+    O(n_c·Q·m) for the n_c vectors whose reads changed and O(k·n_c·m) to pass
+    the change on, O(n_s·m) for the smaller child's n_s vectors, O(leaves)
+    to pick the next split. Memory: G is (n, m) float64, reads (Q, n) bool.
     """
     _check(vc, workload)
     if k < 1:
@@ -172,6 +183,8 @@ class _Tree:
         self.leaf_of = np.zeros(n, dtype=np.int64)
         self.best_gain = np.full(1, -np.inf)  # per node: its best valid split's gain
         self.best_cut = np.full(1, -1, dtype=np.int64)
+        self.gain_sum: dict[int, np.ndarray] = {}  # per leaf: Σ count_v G[v] over its vectors
+        self.bit_rows: dict[int, np.ndarray] = {}  # per leaf: its rows with bit j, per cut j
 
     def add_children(self, node: int, cut: int, left_idx: np.ndarray, right_idx: np.ndarray,
                      counts: np.ndarray) -> tuple[int, int]:
@@ -221,8 +234,11 @@ class _Forest:
         self.gain_of_vector = np.zeros((vc.n, vc.m))
         self._rescore_vectors(np.arange(vc.n, dtype=np.int64))
         total = int(vc.counts.sum())
+        self.tolerance = 1e-9 * total * float(np.sum(self.weights))
         self.trees = [_Tree(vc.n, total) for _ in range(k)]
         for tree in self.trees:
+            tree.gain_sum[0] = self.counts_f @ self.gain_of_vector
+            tree.bit_rows[0] = self.counts_f @ self.vec_f
             self._rescore_leaves(tree, [0])
 
     def _rescore_vectors(self, vec: np.ndarray) -> None:
@@ -233,22 +249,21 @@ class _Forest:
             self.gain_of_vector[v] = np.where(self.vectors[v], wr @ self.dis_f, wr @ self.imp_f)
 
     def _rescore_leaves(self, tree: _Tree, nodes) -> None:
-        """The best valid split (gain, cut; lowest cut among ties) of each leaf."""
+        """The best valid split (gain, cut; lowest cut among ties) of each leaf, from its sums."""
         thr = self.threshold
         for node in nodes:
             rows = tree.rows[node]
             tree.best_gain[node], tree.best_cut[node] = -np.inf, -1
             if rows < 2 * thr:
                 continue  # no cut leaves >= threshold rows on both sides
-            idx = tree.idx[node]
-            c = self.counts_f[idx]
-            left = c @ self.vec_f[idx]  # rows with bit j (exact integers)
+            left = tree.bit_rows[node]
             valid = self.allowed & (left >= thr) & (rows - left >= thr)
             if not valid.any():
                 continue
-            gains = np.where(valid, c @ self.gain_of_vector[idx], -np.inf)
+            gains = np.where(valid, tree.gain_sum[node], -np.inf)
             j = int(np.argmax(gains))
-            tree.best_gain[node], tree.best_cut[node] = gains[j], j
+            if gains[j] > self.tolerance:
+                tree.best_gain[node], tree.best_cut[node] = gains[j], j
 
     def best_split(self) -> tuple[int, int, int] | None:
         """(tree, node, cut) of the largest positive gain, ties broken as documented."""
@@ -274,18 +289,49 @@ class _Forest:
         before = self.reads[:, idx]
         changed = idx[(before & skip).any(axis=0) & (self.counts[idx] > 0)]
         self.reads[:, idx] = before & ~skip
+        old = self.gain_of_vector[changed]
         self._rescore_vectors(changed)
+        delta = self.counts_f[changed, None] * (self.gain_of_vector[changed] - old)
+        # The split leaf's sums go to its children: the smaller one summed, the other the rest.
+        parent_sum = tree.gain_sum.pop(node) + delta.sum(axis=0)
+        parent_bits = tree.bit_rows.pop(node)
+        small, big = (left, right) if tree.idx[left].size <= tree.idx[right].size else (right, left)
+        s_idx = tree.idx[small]
+        tree.gain_sum[small] = self.counts_f[s_idx] @ self.gain_of_vector[s_idx]
+        tree.bit_rows[small] = self.counts_f[s_idx] @ self.vec_f[s_idx]
+        tree.gain_sum[big] = parent_sum - tree.gain_sum[small]
+        tree.bit_rows[big] = parent_bits - tree.bit_rows[small]
         self._rescore_leaves(tree, (left, right))
         if changed.size:
             for other in self.trees:
                 if other is not tree:
-                    self._rescore_leaves(other, np.unique(other.leaf_of[changed]).tolist())
+                    self._rescore_leaves(other, _add_by_leaf(other, other.leaf_of[changed], delta))
 
     def n_leaves(self) -> int:
         return sum(len(tree.order) for tree in self.trees)
 
     def roots(self) -> tuple[Node, ...]:
         return tuple(tree.root() for tree in self.trees)
+
+
+def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray) -> list[int]:
+    """Add each row of `delta` to the gain sums of its leaf; the leaves touched."""
+    order = np.argsort(leaf_of_row, kind="stable")
+    sorted_leaves = leaf_of_row[order]
+    starts = np.flatnonzero(np.r_[True, sorted_leaves[1:] != sorted_leaves[:-1]])
+    sums = np.add.reduceat(delta[order], starts, axis=0)
+    touched = sorted_leaves[starts].tolist()
+    for leaf, add in zip(touched, sums):
+        tree.gain_sum[leaf] = tree.gain_sum[leaf] + add
+    return touched
+
+
+class Grown(NamedTuple):
+    """`top_down`'s trees at the threshold `choose_threshold` chose, and their non-empty k-tuples."""
+
+    threshold: int
+    trees: tuple[Node, ...]
+    n_tuples: int
 
 
 def choose_threshold(
@@ -299,8 +345,25 @@ def choose_threshold(
     refine_steps: int = 3,
     progress: bool = False,
 ) -> int:
+    """The top-down threshold (see `grow_within_bound`, which also returns the trees)."""
+    return grow_within_bound(vc, workload, k, block_rows, max_tuples, allowed_cuts, min_threshold,
+                             refine_steps, progress).threshold
+
+
+def grow_within_bound(
+    vc: VectorCounts,
+    workload: Workload,
+    k: int,
+    block_rows: int,
+    max_tuples: int = 10_000,
+    allowed_cuts: np.ndarray | None = None,
+    min_threshold: int | None = None,
+    refine_steps: int = 3,
+    progress: bool = False,
+) -> Grown:
     """The top-down threshold: small enough for fine leaves, large enough that
-    the bottom-up stage (quadratic in the number of cells) stays tractable.
+    the bottom-up stage (quadratic in the number of cells) stays tractable;
+    and the trees `top_down` grows at it.
 
     Rule (Pando §8.2: "under 10,000 k-tuples for the bottom-up stage"):
 
@@ -326,16 +389,20 @@ def choose_threshold(
     if max_tuples < 1:
         raise ValueError("max_tuples must be >= 1")
     if k == 1:
-        return int(block_rows)
+        t = int(block_rows)
+        trees = top_down(vc, workload, 1, t, allowed_cuts, progress)
+        return Grown(t, trees, k_tuples(trees, vc)[1].shape[0])
     t = int(min_threshold) if min_threshold is not None else -(-int(block_rows) // 8)
     t = max(1, t)
+    grown: dict[int, Grown] = {}
 
     def passes(threshold: int) -> bool:
         trees = top_down(vc, workload, k, threshold, allowed_cuts, progress)
-        n_tuples = k_tuples(trees, vc)[1].shape[0]
-        log.info("pando threshold %d: %d k-tuples (bound %d)", threshold, n_tuples, max_tuples)
-        return n_tuples <= max_tuples
+        grown[threshold] = Grown(threshold, trees, k_tuples(trees, vc)[1].shape[0])
+        log.info("pando threshold %d: %d k-tuples (bound %d)", threshold, grown[threshold].n_tuples, max_tuples)
+        return grown[threshold].n_tuples <= max_tuples
 
+    first = t
     failing = None
     while not passes(t):
         failing, t = t, 2 * t
@@ -348,7 +415,10 @@ def choose_threshold(
             passing = mid
         else:
             failing = mid
-    return passing
+    if passing > first:
+        log.warning("pando: threshold raised from %d to %d rows so that the trees make at most %d k-tuples "
+                    "(%d at the threshold %d)", first, passing, max_tuples, grown[first].n_tuples, first)
+    return grown[passing]
 
 
 # ---------------------------------------------------------------------------
@@ -805,3 +875,48 @@ def blocks_read(
 ) -> np.ndarray:
     """(Q,) int64: rows each query reads (unweighted), per `block_reads`."""
     return block_reads(trees, workload, blocks, leaf_maps, per_tree).astype(np.int64) @ blocks.block_rows
+
+
+def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[Node], blocks: PandoBlocks) -> np.ndarray:
+    """(Q,) int64: the rows each query reads through the catalog's router: the
+    blocks every tree admits (`block_reads(per_tree=True)`) that the per-block
+    cut bits do not rule out (a query implies a cut no row of the block
+    satisfies, or is disjoint with one every row satisfies). The rows of a
+    cell cut into several blocks are counted as if each block held all its
+    vectors (the sort column decides, unknown here): an estimate from above.
+    `trees` are those `blocks` was made from."""
+    tuple_of_vector, tuples = k_tuples(trees, vc)
+    if not np.array_equal(tuples, blocks.tuples):
+        raise ValueError("the blocks were not made from these trees")
+    held = tuple_of_vector >= 0
+    n_cells, m = tuples.shape[0], vc.m
+    cell_any = np.zeros((n_cells, m), dtype=bool)
+    cell_all = np.ones((n_cells, m), dtype=bool)
+    np.logical_or.at(cell_any, tuple_of_vector[held], vc.vectors[held])
+    np.logical_and.at(cell_all, tuple_of_vector[held], vc.vectors[held])
+    tuple_idx, block = blocks.tuple_block_pairs()
+    block_any = np.zeros((blocks.n_blocks, m), dtype=bool)
+    block_all = np.ones((blocks.n_blocks, m), dtype=bool)
+    np.logical_or.at(block_any, block, cell_any[tuple_idx])
+    np.logical_and.at(block_all, block, cell_all[tuple_idx])
+    imp, dis = workload.implies.astype(np.int64), workload.disjoint.astype(np.int64)
+    cut_skip = (imp @ (~block_any).T.astype(np.int64) > 0) | (dis @ block_all.T.astype(np.int64) > 0)
+    reads = block_reads(trees, workload, blocks, per_tree=True) & ~cut_skip
+    return reads.astype(np.int64) @ blocks.block_rows
+
+
+def fallback_blocks(blocks: PandoBlocks, n_leaves: int) -> np.ndarray:
+    """(n_leaves,) int64: for every leaf of tree 0, the first block of its largest
+    cell (ties: the lowest cell); a leaf without cells gets the largest cell's.
+
+    Where a row goes whose k-tuple holds no row of the sample the trees were
+    built on: next to rows it shares tree 0's leaf with. Any block keeps
+    skipping sound, since the catalog's lineage is taken from the rows
+    written; this one grows no leaf's block set in tree 0."""
+    if blocks.tuples.shape[0] == 0:
+        return np.zeros(n_leaves, dtype=np.int64)
+    largest_first = np.lexsort((np.arange(blocks.tuple_rows.shape[0]), -blocks.tuple_rows))
+    out = np.full(n_leaves, blocks.tuple_first_block[largest_first[0]], dtype=np.int64)
+    for cell in largest_first[::-1]:  # the largest cell is written last and wins
+        out[blocks.tuples[cell, 0]] = blocks.tuple_first_block[cell]
+    return out

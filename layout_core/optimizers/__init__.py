@@ -10,6 +10,7 @@ from .base import CandidateCut, Optimizer, PlanError, Setting, TableQueries, Vec
 from .fineblock import FineBlock
 from .hilbert import Hilbert
 from .mto import Mto
+from .pando import Pando
 from .plan import LayoutPlan, plan_layout
 from .qdtree import QdTree
 from .sortkey import SortKey
@@ -26,7 +27,7 @@ def build_registry(*classes: type[Optimizer]) -> dict[str, Optimizer]:
     return registry
 
 
-REGISTRY = build_registry(FineBlock, SortKey, QdTree, Mto, ZOrder, Hilbert)
+REGISTRY = build_registry(FineBlock, SortKey, QdTree, Mto, Pando, ZOrder, Hilbert)
 
 
 def optimizer_names() -> tuple[str, ...]:

@@ -36,7 +36,8 @@ class PlanError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class Setting:
-    """One typed setting of an optimizer: `kind` is int, float, str or "columns" (names)."""
+    """One typed setting of an optimizer: `kind` is int, float, str, "columns"
+    (names) or "int_or_auto" (an integer, or the word auto: let the optimizer choose)."""
 
     name: str
     kind: str
@@ -51,6 +52,8 @@ class Setting:
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
                 raise PlanError(f"setting {self.name} takes column names, not {value!r}")
             return tuple(v for v in value if v)
+        if self.kind == "int_or_auto" and isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
         if self.kind == "str":
             if value is not None and not isinstance(value, str):
                 raise PlanError(f"setting {self.name} takes a string, not {value!r}")
@@ -58,8 +61,8 @@ class Setting:
         try:
             number = float(value) if self.kind == "float" else int(str(value))
         except (TypeError, ValueError):
-            raise PlanError(f"setting {self.name} takes {'a number' if self.kind == 'float' else 'an integer'}, "
-                            f"not {value!r}") from None
+            wanted = {"float": "a number", "int_or_auto": "an integer or auto"}.get(self.kind, "an integer")
+            raise PlanError(f"setting {self.name} takes {wanted}, not {value!r}") from None
         if number < 0 or (self.kind == "float" and not math.isfinite(number)):
             raise PlanError(f"setting {self.name} must be >= 0, not {value!r}")
         return number

@@ -11,6 +11,8 @@ Block rules (`assignment`), numbered from block 0 of the version:
 - `CurveBlocks`: the same over a space-filling curve key of `columns`;
 - `TreeBlocks`: every row routed through the qd-tree by its cut bits (bit 1 goes
   left), leaf l cut into `leaf_n_blocks[l]` ranges of `sort_columns`;
+- `TupleBlocks`: Pando: every row routed through k trees; its k leaf ids (its
+  cell) name its blocks, ranges of `sort_columns` when a cell has several;
 - `PieceBlocks`: Sun's blocking map, (vector, block, first row, end row) pieces.
 """
 
@@ -65,11 +67,46 @@ class TreeBlocks:
 
 
 @dataclass(frozen=True)
+class TupleBlocks:
+    """Pando (§6): `trees` are the k untruncated trees (qdtree JSON, as
+    `TreeBlocks.tree`); a row's leaf in each is its k-tuple. Cell c is the
+    k-tuple `cells[c]`; its rows go to blocks cell_first_block[c] ..
+    cell_first_block[c] + cell_n_blocks[c] - 1, ranges of `sort_columns`
+    (several small cells share one block). A row whose k-tuple is no cell (the
+    plan saw a sample) goes to fallback_block[its leaf of tree 0].
+    `routing_trees` are the truncated trees (§6.2) the catalog keeps for the
+    router; the untruncated ones and the cell map are what inserts need (§6.4)."""
+
+    trees: tuple
+    cells: tuple[tuple[int, ...], ...]
+    cell_first_block: tuple[int, ...]
+    cell_n_blocks: tuple[int, ...]
+    fallback_block: tuple[int, ...]
+    sort_columns: tuple[str, ...]
+    routing_trees: tuple
+
+    @property
+    def k(self) -> int:
+        return len(self.trees)
+
+    def roots(self) -> tuple:
+        from ..optimize.qdtree import tree_from_json
+
+        return tuple(tree_from_json(as_lists(t)) for t in self.trees)
+
+    def routing_roots(self) -> tuple:
+        from ..optimize.qdtree import tree_from_json
+
+        return tuple(tree_from_json(as_lists(t)) for t in self.routing_trees)
+
+
+@dataclass(frozen=True)
 class PieceBlocks:
     pieces: tuple[tuple[str, int, int, int], ...]  # (vector key, block, first row, end row)
 
 
-ASSIGNMENTS = {"sort": SortBlocks, "curve": CurveBlocks, "tree": TreeBlocks, "pieces": PieceBlocks}
+ASSIGNMENTS = {"sort": SortBlocks, "curve": CurveBlocks, "tree": TreeBlocks, "tuples": TupleBlocks,
+               "pieces": PieceBlocks}
 
 
 def as_lists(value):
@@ -90,7 +127,9 @@ class LayoutPlan:
 
     `cuts` are the featurized cuts (bit j of a row's vector = cut j), all of
     which the router keeps per block unless the optimizer keeps zone maps only
-    (then there are none). `expected_block_rows[b]` is block b's estimated size."""
+    (then there are none). `expected_block_rows[b]` is block b's estimated size.
+    `choices` records what the optimizer decided on its own and the figures
+    it decided by (e.g. Pando's k with trees=auto), for logs and reports."""
 
     optimizer: str
     settings: Mapping[str, Any]
@@ -98,10 +137,11 @@ class LayoutPlan:
     schema_fingerprint: str
     columns: tuple[str, ...]  # data columns: the fixed tie order of every rule
     cuts: tuple[str, ...]  # SQL of each cut, for logs and reports
-    assignment: SortBlocks | CurveBlocks | TreeBlocks | PieceBlocks
+    assignment: SortBlocks | CurveBlocks | TreeBlocks | TupleBlocks | PieceBlocks
     expected_block_rows: tuple[float, ...]
     rows: int
     sample_scale: float = 1.0
+    choices: Mapping[str, Any] = field(default_factory=dict)
     format: int = field(default=PLAN_FORMAT)
 
     @property
@@ -111,6 +151,15 @@ class LayoutPlan:
     @property
     def n_cuts(self) -> int:
         return len(self.cuts)
+
+    def routing_trees(self) -> tuple:
+        """The trees the catalog keeps for the router (tree t = entry t of every
+        block's lineage): the qd-tree, Pando's truncated trees, or none."""
+        if isinstance(self.assignment, TreeBlocks):
+            return (self.assignment.root(),)
+        if isinstance(self.assignment, TupleBlocks):
+            return self.assignment.routing_roots()
+        return ()
 
     def check_table(self, table: TableSchema) -> None:
         """Refuse a plan made for another table or an older schema of this one."""
@@ -126,7 +175,7 @@ class LayoutPlan:
                 "table": self.table, "schema_fingerprint": self.schema_fingerprint,
                 "columns": list(self.columns), "cuts": list(self.cuts), "assignment": assignment,
                 "expected_block_rows": [round(r, 1) for r in self.expected_block_rows],
-                "rows": self.rows, "sample_scale": self.sample_scale}
+                "rows": self.rows, "sample_scale": self.sample_scale, "choices": as_lists(dict(self.choices))}
 
     @classmethod
     def from_json(cls, data: Mapping, source: str = "plan") -> "LayoutPlan":
@@ -144,7 +193,7 @@ class LayoutPlan:
             return cls(data["optimizer"], settings, data["table"], data["schema_fingerprint"],
                        tuple(data["columns"]), tuple(data["cuts"]), assignment,
                        tuple(float(r) for r in data["expected_block_rows"]), int(data["rows"]),
-                       float(data["sample_scale"]))
+                       float(data["sample_scale"]), dict(data.get("choices", {})))
         except (KeyError, TypeError) as e:
             raise PlanError(f"{source} is malformed ({type(e).__name__}: {e}): run the optimize step again") \
                 from None
@@ -180,9 +229,9 @@ def plan_layout(optimizer: str | Optimizer, table: TableSchema, vectors: VectorS
 
 
 def new_plan(optimizer: Optimizer, inputs: PlanInputs, settings: Mapping[str, Any], assignment,
-             expected_block_rows: Sequence[float]) -> LayoutPlan:
+             expected_block_rows: Sequence[float], choices: Mapping[str, Any] | None = None) -> LayoutPlan:
     """The fields every optimizer fills the same way."""
     return LayoutPlan(optimizer.name, dict(settings), inputs.table.name, schema_fingerprint(inputs.table),
                       inputs.table.column_names, tuple(c.sql for c in inputs.cuts), assignment,
                       tuple(float(r) for r in expected_block_rows), inputs.vectors.rows,
-                      round(inputs.vectors.scale, 6))
+                      round(inputs.vectors.scale, 6), dict(choices or {}))

@@ -36,6 +36,10 @@ class TreeOptimizer(Optimizer):
         return cuts
 
     def fit(self, inputs, settings):
+        return self.tree_plan(inputs, settings)
+
+    def tree_plan(self, inputs, settings, choices=None):
+        """The greedy tree's plan (also Pando's with one tree)."""
         from ..optimize.fineblock import VectorCounts
         from ..optimize.qdtree import greedy_tree, leaf_blocks, leaves, tree_to_json
 
@@ -49,14 +53,14 @@ class TreeOptimizer(Optimizer):
                            objective="router")
         if sample.rows == 0:
             rule = TreeBlocks(as_tuples(tree_to_json(root)), (0,), (0,), order)
-            return new_plan(self, inputs, settings, rule, ())
+            return new_plan(self, inputs, settings, rule, (), choices)
         blocks = leaf_blocks(root, block_rows, scale=sample.scale)
         by_leaf = sorted(leaves(root), key=lambda leaf: leaf.leaf_id)
         expected = [leaf.rows * sample.scale / n for leaf, n in zip(by_leaf, blocks.n_blocks.tolist())
                     for _ in range(n)]
         rule = TreeBlocks(as_tuples(tree_to_json(root)), tuple(blocks.first_block.tolist()),
                           tuple(blocks.n_blocks.tolist()), order)
-        return new_plan(self, inputs, settings, rule, expected)
+        return new_plan(self, inputs, settings, rule, expected, choices)
 
 
 class QdTree(TreeOptimizer):

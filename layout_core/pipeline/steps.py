@@ -311,6 +311,8 @@ def optimize(paths: RunPaths, table: TableSchema) -> dict:
                "sampled_rows": sample.sampled_rows}
     if isinstance(plan.assignment, TreeBlocks):
         numbers["leaves"] = len(plan.assignment.leaf_n_blocks)
+    if plan.choices:
+        numbers["choices"] = as_lists(dict(plan.choices))
     return _record(paths, "optimize", {**numbers, "seconds": round(time.monotonic() - t0, 3)})
 
 
@@ -431,38 +433,34 @@ def block_rows_error(plan, summaries, first_id: int) -> float | None:
 
 
 def tree_records(plan) -> list:
-    """The plan's tree(s) as catalog node records (node ids in preorder)."""
+    """The plan's routing trees as catalog node records (tree t, node ids in preorder)."""
     from ..catalog import TreeNodeRecord
 
-    if not isinstance(plan.assignment, TreeBlocks):
-        return []
     records: list = []
+    for tree, root in enumerate(plan.routing_trees()):
+        first = len(records)
 
-    def add(node) -> int:
-        node_id = len(records)
-        records.append(None)
-        if node.is_leaf:
-            records[node_id] = TreeNodeRecord(0, node_id, node.rows, leaf_id=node.leaf_id)
-        else:
-            left, right = add(node.left), add(node.right)
-            records[node_id] = TreeNodeRecord(0, node_id, node.rows, cut=node.cut, left=left, right=right)
-        return node_id
+        def add(node) -> int:
+            node_id = len(records) - first
+            records.append(None)
+            if node.is_leaf:
+                records[first + node_id] = TreeNodeRecord(tree, node_id, node.rows, leaf_id=node.leaf_id)
+            else:
+                left, right = add(node.left), add(node.right)
+                records[first + node_id] = TreeNodeRecord(tree, node_id, node.rows, cut=node.cut, left=left,
+                                                          right=right)
+            return node_id
 
-    add(plan.assignment.root())
+        add(root)
     return records
-
-
-def block_leaves(plan, block_index: int) -> tuple[int, ...]:
-    """Lineage: the leaf (per tree) a block's rows came from; () without trees."""
-    rule = plan.assignment
-    return (rule.leaf_of_block(block_index),) if isinstance(rule, TreeBlocks) else ()
 
 
 def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
                    schema: Schema | None = None) -> dict:
     """Cuts (with literal keys), the plan and its tree, per-block stats, cut bit
     vectors and lineage, then activate (retiring the old version)."""
-    from ..spark.blocks import summarize_blocks
+    from ..spark.assign import block_leaf_sets
+    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_bit_vector
     from ..spark.induced import with_layout_cut_flags
 
     t0 = time.monotonic()
@@ -488,14 +486,17 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
             by_table.setdefault(t, []).extend(catalog.block_paths(v))
         frames = _source_frames(spark, schema, by_table)
     frame = _written_frame(spark, table, written)
-    summaries = []
+    summaries, lineage = [], {}
     if frame is not None:
-        summaries = summarize_blocks(with_layout_cut_flags(frame, predicates, frames), table, len(predicates))
+        flagged = with_bit_vector(with_layout_cut_flags(frame, predicates, frames), len(predicates)).cache()
+        summaries = summarize_blocks(flagged, table, len(predicates))
+        lineage = block_leaf_sets(flagged, plan.routing_trees(), BLOCK_COLUMN)
+        flagged.unpersist()
     blocks = []
     for s in summaries:
         meta = written.blocks[str(s.block_id)]
         blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"], s.stats, s.union_bits,
-                                  s.all_bits, leaves=block_leaves(plan, s.block_id - written.first_block_id)))
+                                  s.all_bits, leaves=lineage.get(s.block_id, ())))
     records = [CutRecord(c.position, c.predicate, c.sql, c.kind, path=c.path,
                          literal_keys=_literal_keys(paths, c.position) if c.kind == "join_induced" else None,
                          source_versions=c.source_versions)

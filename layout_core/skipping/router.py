@@ -7,7 +7,16 @@ table's active layouts, a block is skipped only when one of these is proven:
    satisfies cut i (bit i of its union vector is 0);
 2. the query's predicate and cut i are disjoint, and every row of the block
    satisfies cut i (bit i of its all vector is 1);
-3. per-column min/max/null counts (zone maps) show no row can match.
+3. per-column min/max/null counts (zone maps) show no row can match;
+4. some tree of the layout (qd-tree and MTO keep one, Pando k) skips every
+   leaf holding rows of the block (its lineage, `BlockRecord.leaves`). A
+   query skips a leaf when a cut j on the leaf's root-to-leaf path rules it
+   out: the leaf is on the bit-1 (left) side of j and the query is disjoint
+   with cut j, or on the bit-0 (right) side and the query implies cut j
+   (Pando §5: the block sets of the trees are intersected). A block whose
+   lineage for a tree is unknown is never skipped by that tree; when some
+   tree is not sound, or routes on a cut the layout does not have, no tree
+   skips anything (the catalog's trees cannot be trusted).
 
 Each is a verdict of ROWS_CANNOT_MATCH for the block (`skipping.verdict`).
 
@@ -27,7 +36,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, Sequence
 
-from ..catalog import ActiveLayout, CatalogSnapshot
+from ..catalog import ActiveLayout, CatalogSnapshot, TreeNodeRecord, check_trees
+from ..catalog.records import tree_roots
 from ..predicates import (TRUE, ColumnStats, JoinInduced, Predicate, PredicateVisitor, Prepared, atoms, loads,
                           satisfiable, value_from_json)
 from ..schema import Schema
@@ -55,16 +65,22 @@ class LayoutIndex:
     union_bits: tuple[int, ...]
     all_bits: tuple[int, ...]
     stats: tuple[dict[str, ColumnStats], ...]
+    # Per block, per tree: the leaf ids holding its rows (BlockRecord.leaves; () unknown).
+    leaves: tuple[tuple[tuple[int, ...], ...], ...] = ()
+    trees: tuple[TreeNodeRecord, ...] = ()  # the layout's tree nodes; () without trees
 
     @staticmethod
-    def from_blocks(table: str, blocks, cuts, partition: str = "", version_id: int = 0) -> LayoutIndex:
+    def from_blocks(table: str, blocks, cuts, partition: str = "", version_id: int = 0,
+                    trees=()) -> LayoutIndex:
         """From block records (or summaries) carrying block_id, row_count, stats,
-        union_bits and all_bits, with stats in the catalog's JSON encoding."""
+        union_bits and all_bits, with stats in the catalog's JSON encoding, and
+        `leaves` when they have them; `trees` are the layout's tree nodes."""
         return LayoutIndex(
             table, partition, version_id, tuple(cuts),
             tuple(b.block_id for b in blocks), tuple(b.row_count for b in blocks),
             tuple(b.union_bits for b in blocks), tuple(b.all_bits for b in blocks),
             tuple(column_stats(b.stats, b.row_count) for b in blocks),
+            tuple(getattr(b, "leaves", ()) for b in blocks), tuple(trees),
         )
 
     @cached_property
@@ -76,6 +92,96 @@ class LayoutIndex:
     def cut_keys(self) -> tuple[frozenset, ...]:
         """Each cut's `relation_keys` (empty for an unusable cut), computed once, not per query."""
         return tuple(frozenset() if c is None else relation_keys(c) for c in self.cuts)
+
+    @cached_property
+    def tree_routes(self) -> tuple[TreeRoute, ...]:
+        """The trees flattened for routing, built once; () without trees, or when
+        any of them is not sound: when in doubt, the trees skip nothing."""
+        try:
+            return tree_routes(self.trees, self.leaves, len(self.cuts), len(self.block_ids))
+        except Exception as e:  # noqa: BLE001 - a catalog we cannot trust must not fail routing
+            log.warning("%s partition %r version %s: its trees are not used for routing: %s",
+                        self.table, self.partition, self.version_id, e)
+            return ()
+
+
+class TreeRoute(NamedTuple):
+    """One tree, flattened for routing.
+
+    Per leaf (in leaf id order): `left` and `right`, bit masks of the cut
+    positions on its root-to-leaf path whose bit-1 (left) or bit-0 (right)
+    side it is on. Per block: `blocks`, a bit mask over the leaves (in that
+    order) holding its rows; every leaf when its lineage is unknown.
+    """
+
+    left: tuple[int, ...]
+    right: tuple[int, ...]
+    blocks: tuple[int, ...]
+
+    def admitted(self, masks: CutMasks) -> int:
+        """The leaves the query cannot skip, as a bit mask over the leaves: a leaf's
+        rows all satisfy cut j (left of j) or none does (right of j), so a query
+        disjoint with, or implying, cut j needs none of them."""
+        out = 0
+        for leaf, (left, right) in enumerate(zip(self.left, self.right)):
+            if not (left & masks.disjoint or right & masks.implied):
+                out |= 1 << leaf
+        return out
+
+
+def tree_routes(nodes: Sequence[TreeNodeRecord], leaves: Sequence, n_cuts: int,
+                n_blocks: int) -> tuple[TreeRoute, ...]:
+    """Trees 0..k-1 of `nodes` ready for routing `n_blocks` blocks whose lineage
+    is `leaves` (per block, per tree, leaf ids). Raises (CatalogError or
+    ValueError) when the nodes are not sound trees over the layout's `n_cuts` cuts."""
+    check_trees(list(nodes))
+    by_tree: dict[int, list[TreeNodeRecord]] = {}
+    for node in nodes:
+        by_tree.setdefault(node.tree, []).append(node)
+    return tuple(_tree_route(by_tree[t], [_lineage(leaves, b, t) for b in range(n_blocks)], n_cuts)
+                 for t in range(len(by_tree)))
+
+
+def _lineage(leaves: Sequence, block: int, tree: int):
+    """The leaf ids of `tree` holding the rows of `block`; () when not recorded."""
+    if block < len(leaves) and tree < len(leaves[block]):
+        return leaves[block][tree]
+    return ()
+
+
+def _tree_route(nodes: list[TreeNodeRecord], lineage: list, n_cuts: int) -> TreeRoute:
+    """One sound tree (`check_trees`) flattened: its leaves' path masks, its blocks' leaf masks."""
+    by_id = {node.node_id: node for node in nodes}
+    (root,) = tree_roots(nodes)[nodes[0].tree]
+    paths: dict[int, tuple[int, int]] = {}  # leaf id -> (left mask, right mask)
+    stack = [(root, 0, 0)]
+    while stack:
+        node_id, left, right = stack.pop()
+        node = by_id[node_id]
+        if node.is_leaf:
+            paths[node.leaf_id] = (left, right)
+            continue
+        if node.cut >= n_cuts:  # the tree and the cuts disagree: trust neither
+            raise ValueError(f"tree {node.tree} node {node.node_id} routes on cut {node.cut}, "
+                             f"but the layout has {n_cuts} cuts")
+        bit = 1 << node.cut
+        stack += [(node.left, left | bit, right), (node.right, left, right | bit)]
+    order = {leaf: i for i, leaf in enumerate(sorted(paths))}
+    every = (1 << len(order)) - 1
+    return TreeRoute(tuple(paths[leaf][0] for leaf in order), tuple(paths[leaf][1] for leaf in order),
+                     tuple(_leaf_mask(ids, order, every) for ids in lineage))
+
+
+def _leaf_mask(leaf_ids, order: dict[int, int], every: int) -> int:
+    """The leaves holding a block's rows as a bit mask; every leaf when unknown
+    (no lineage, or a leaf id the tree does not have)."""
+    try:
+        mask = 0
+        for leaf in leaf_ids:
+            mask |= 1 << order[leaf]
+        return mask or every
+    except (KeyError, TypeError):
+        return every
 
 
 def relation_keys(p: Predicate) -> frozenset:
@@ -158,7 +264,7 @@ def _layout_index(layout: ActiveLayout, active_versions: dict[str, set[int]],
         if c.kind != "join_induced" or _cut_is_current(c.source_versions, active_versions, fingerprints):
             cuts[c.position] = loads(c.predicate)
     return LayoutIndex.from_blocks(layout.version.table, layout.blocks, cuts,
-                                   layout.version.partition, layout.version.version_id)
+                                   layout.version.partition, layout.version.version_id, layout.trees)
 
 
 def column_stats(raw: dict, row_count: int) -> dict[str, ColumnStats]:
@@ -288,8 +394,10 @@ def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: La
     if satisfiable(query_predicate):  # (a query never TRUE, e.g. x NOT IN (1, NULL), reads no block)
         masks = cut_masks(query_predicate, layout.cuts, layout.cut_keys)
         might_match = might_match_blocks(table_filter, layout.zone_maps)
+        admitted = admitted_leaves(masks, layout.tree_routes)
         for i in map(int, might_match.nonzero()[0]):
-            if cut_verdict(masks, layout.union_bits[i], layout.all_bits[i]) is Verdict.ROWS_MIGHT_MATCH:
+            if (cut_verdict(masks, layout.union_bits[i], layout.all_bits[i]) is Verdict.ROWS_MIGHT_MATCH
+                    and tree_verdict(layout.tree_routes, admitted, i) is Verdict.ROWS_MIGHT_MATCH):
                 keep.append(layout.block_ids[i])
                 rows += layout.row_counts[i]
     return PartitionRoute(
@@ -310,6 +418,23 @@ def cut_verdict(masks: CutMasks, union_bits: int, all_bits: int) -> Verdict:
     satisfies (union bit 0), or is disjoint with a cut every row satisfies (all bit 1)."""
     if masks.implied & ~union_bits or masks.disjoint & all_bits:
         return Verdict.ROWS_CANNOT_MATCH
+    return Verdict.ROWS_MIGHT_MATCH
+
+
+def admitted_leaves(masks: CutMasks, trees: Sequence[TreeRoute]) -> tuple[int, ...]:
+    """Per tree, the leaves the query cannot skip (`TreeRoute.admitted`); () when
+    the query is related to no cut, so every leaf of every tree is admitted."""
+    if not (masks.implied or masks.disjoint):
+        return ()
+    return tuple(tree.admitted(masks) for tree in trees)
+
+
+def tree_verdict(trees: Sequence[TreeRoute], admitted: Sequence[int], block: int) -> Verdict:
+    """ROWS_CANNOT_MATCH when some tree admits none of the leaves holding the
+    block's rows: each tree's admitted leaves hold every row the query needs."""
+    for tree, leaves in zip(trees, admitted):
+        if not tree.blocks[block] & leaves:
+            return Verdict.ROWS_CANNOT_MATCH
     return Verdict.ROWS_MIGHT_MATCH
 
 

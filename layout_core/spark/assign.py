@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..optimizers.plan import CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks
+from ..optimizers.plan import CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks, TupleBlocks
 from .blocks import VECTOR_COLUMN, with_pieces
 
 BLOCK_INDEX = "_block"
@@ -50,23 +50,62 @@ def with_plan_blocks(df: DataFrame, plan: LayoutPlan) -> DataFrame:
         return blocked.withColumn(BLOCK_INDEX, F.col(BLOCK_INDEX).cast("int")).drop("_curve")
     if isinstance(rule, TreeBlocks):
         return _tree_blocks(df, rule, order)
+    if isinstance(rule, TupleBlocks):
+        return _tuple_blocks(df, rule, order)
     if isinstance(rule, PieceBlocks):
         return with_pieces(df, list(rule.pieces), f"{VECTOR_COLUMN} string", order)
     raise TypeError(f"no Spark rule for {type(rule).__name__}")
 
 
 def _tree_blocks(df: DataFrame, rule: TreeBlocks, order: list[Column]) -> DataFrame:
-    """Rows of leaf l, ranked by the sort columns, cut into leaf_n_blocks[l] ranges of about equal size."""
+    """Rows of leaf l cut into leaf_n_blocks[l] ranges of the sort columns."""
+    groups = [(leaf, first, n) for leaf, (first, n) in enumerate(zip(rule.leaf_first_block, rule.leaf_n_blocks))]
+    return _ranges(df.withColumn("_group", leaf_column(rule.root())), groups, rule.sort_columns, order)
+
+
+def _tuple_blocks(df: DataFrame, rule: TupleBlocks, order: list[Column]) -> DataFrame:
+    """Every row's leaf in each of the k trees is its cell; cell c is cut into
+    cell_n_blocks[c] ranges of the sort columns. A row of a k-tuple that is no
+    cell (unseen in the plan's sample) is grouped by its tree-0 leaf and goes
+    to that leaf's fallback block."""
     spark = df.sparkSession
-    leaves = spark.createDataFrame([(leaf, first, n) for leaf, (first, n)
-                                    in enumerate(zip(rule.leaf_first_block, rule.leaf_n_blocks))],
-                                   "_leaf int, _first long, _n long")
-    in_leaf = Window.partitionBy("_leaf")
-    ranked = in_leaf.orderBy(*[F.col(c).asc_nulls_first() for c in rule.sort_columns], *order)
-    return (df.withColumn("_leaf", leaf_column(rule.root()))
-              .join(F.broadcast(leaves), on="_leaf", how="inner")
+    leaf_names = [f"_leaf{t}" for t in range(rule.k)]
+    cells = spark.createDataFrame([(c, *cell) for c, cell in enumerate(rule.cells)],
+                                  ", ".join(["_cell int"] + [f"{n} int" for n in leaf_names]))
+    n_cells = len(rule.cells)
+    groups = [(c, first, n) for c, (first, n) in enumerate(zip(rule.cell_first_block, rule.cell_n_blocks))]
+    groups += [(n_cells + leaf, block, 1) for leaf, block in enumerate(rule.fallback_block)]
+    with_cells = (df.withColumns({name: leaf_column(root) for name, root in zip(leaf_names, rule.roots())})
+                    .join(F.broadcast(cells), on=leaf_names, how="left")
+                    .withColumn("_group", F.coalesce(F.col("_cell"), F.lit(n_cells) + F.col("_leaf0")))
+                    .drop("_cell", *leaf_names))
+    return _ranges(with_cells, groups, rule.sort_columns, order)
+
+
+def _ranges(df: DataFrame, groups: list[tuple[int, int, int]], sort_columns, order: list[Column]) -> DataFrame:
+    """`df` has an int column `_group`; `groups` are (group, first block, n blocks):
+    the rows of a group, ranked by the sort columns, are cut into n ranges of
+    about equal size, blocks first .. first + n - 1."""
+    spark = df.sparkSession
+    table = spark.createDataFrame(groups, "_group int, _first long, _n long")
+    in_group = Window.partitionBy("_group")
+    ranked = in_group.orderBy(*[F.col(c).asc_nulls_first() for c in sort_columns], *order)
+    return (df.join(F.broadcast(table), on="_group", how="inner")
               .withColumn("_rn", F.row_number().over(ranked) - 1)
-              .withColumn("_leaf_rows", F.count(F.lit(1)).over(in_leaf))
-              .withColumn(BLOCK_INDEX, (F.col("_first") + F.floor(F.col("_rn") * F.col("_n") / F.col("_leaf_rows")))
+              .withColumn("_group_rows", F.count(F.lit(1)).over(in_group))
+              .withColumn(BLOCK_INDEX, (F.col("_first") + F.floor(F.col("_rn") * F.col("_n") / F.col("_group_rows")))
                           .cast("int"))
-              .drop("_leaf", "_first", "_n", "_rn", "_leaf_rows"))
+              .drop("_group", "_first", "_n", "_rn", "_group_rows"))
+
+
+def block_leaf_sets(df: DataFrame, roots, block_column: str) -> dict[int, tuple[tuple[int, ...], ...]]:
+    """Lineage taken from the rows themselves: per block, per tree, the sorted
+    leaf ids its rows reach. `df` has the block column and the bit string
+    `_vec`. The router skips a block for a tree only when none of these leaves
+    is admitted, so it must see where every row really went (rows of k-tuples
+    the plan's sample never saw included)."""
+    if not roots:
+        return {}
+    sets = [F.array_sort(F.collect_set(leaf_column(root))).alias(f"_leaves{t}") for t, root in enumerate(roots)]
+    return {int(row[block_column]): tuple(tuple(int(x) for x in row[f"_leaves{t}"]) for t in range(len(roots)))
+            for row in df.groupBy(block_column).agg(*sets).collect()}

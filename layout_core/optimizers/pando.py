@@ -1,0 +1,151 @@
+"""pando: k partitioning trees per table grown together, blocks shared by their cells (Pando §6)."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from .base import BLOCK_ROWS, EXCLUDE_COLUMNS, MAX_CUTS, SORT_COLUMN, PlanError, Setting, sort_columns
+from .plan import TupleBlocks, as_tuples, new_plan
+from .qdtree import TreeOptimizer
+
+log = logging.getLogger("layout.pando")
+
+TREES = Setting("trees", "int_or_auto", 3,
+                "partitioning trees per table, 1..8 (1: mto's layout); auto: the smallest k of 1..4 whose "
+                "estimated rows read are within 2% of the best k's, on the sample (Pando §6.3)")
+MAX_TUPLES = Setting("max_tuples", "int", 10_000,
+                     "most k-tuples (cells) the top-down phase may make; its leaf threshold rises until it holds")
+# A smaller default sample than mto's: every top-down split touches every
+# distinct vector of the split leaf in all k trees, and on TPC-H's lineitem
+# nearly every sampled row has its own vector (165 cuts): 50,000 rows keep
+# k = 3 at SF 1 to minutes, and leaves still hold >= block_rows / 8 rows.
+SAMPLE_ROWS = Setting("sample_rows", "int", 50_000,
+                      "build the plan on a row-hash sample of about this many rows (0: all rows)")
+MAX_TREES = 8  # each tree multiplies the cells and the routing work; the paper's gains flatten by k = 4
+AUTO_TREES = (1, 2, 3, 4)
+AUTO_TOLERANCE = 0.02
+
+
+class Pando(TreeOptimizer):
+    """k qd-trees over mto's candidate cuts, grown together so each split helps
+    the queries the other trees do not already serve (§6.1); every row's k
+    leaf ids are its cell, cells merged bottom-up into blocks of >= block_rows
+    rows by the rows the workload reads (§6.2), trees truncated where a cut no
+    longer separates block sets. Built on the same sample as mto, with leaf
+    thresholds and block sizes in sampled rows (block_rows / scale). With
+    k = 1 the plan is mto's (Pando with one tree is MTO)."""
+
+    name = "pando"
+    help = ("k qd-trees over mto's cuts grown together (Pando §6); a query reads the blocks every tree "
+            "admits, also ruled out by cut bits and zone maps")
+    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS, TREES, MAX_TUPLES)
+    router_keeps = "cut bits and the trees' leaf blocks"
+    join_induced = True
+
+    def resolve(self, raw=None):
+        resolved = super().resolve(raw)
+        k = resolved["trees"]
+        if k != "auto" and not 1 <= k <= MAX_TREES:
+            raise PlanError(f"pando takes 1 to {MAX_TREES} trees (or auto), not {k}")
+        if resolved["max_tuples"] < 1:
+            raise PlanError(f"max_tuples must be positive, not {resolved['max_tuples']}")
+        return resolved
+
+    def fit(self, inputs, settings):
+        from ..optimize.fineblock import VectorCounts
+
+        m, sample = len(inputs.cuts), inputs.vectors
+        if sample.rows == 0:
+            return self.tree_plan(inputs, settings, {"trees": 1})
+        if m == 0 or inputs.workload.queries == 0:
+            log.warning("pando %s: the workload has no usable predicate on this table: one tree with one "
+                        "leaf, the rows in sort order (the sortkey layout)", inputs.table.name)
+            return self.tree_plan(inputs, settings, {"trees": 1})
+        vc = VectorCounts(sample.vectors(m), sample.counts, np.ones(m))
+        workload = inputs.workload.matrices(m)
+        block_rows = max(1, math.ceil(settings["block_rows"] / sample.scale))  # in sampled rows
+        choices: dict = {}
+        k = settings["trees"]
+        if k == "auto":
+            k, choices["trees_evaluated"] = choose_k(vc, workload, block_rows, settings["max_tuples"])
+            log.info("pando %s: trees=auto chose k = %d (estimated share of rows read per k: %s)",
+                     inputs.table.name, k, ", ".join(f"{kk}: {share:.4f}" for kk, share in choices["trees_evaluated"]))
+        if k == 1:
+            return self.tree_plan(inputs, settings, {"trees": 1, **choices})
+        layout = grow_layout(vc, workload, k, block_rows, settings["max_tuples"])
+        grown, blocks, truncated = layout
+        share = rows_read_share(vc, workload, grown.trees, blocks)
+        choices.update({"trees": k, "threshold_sampled_rows": grown.threshold, "k_tuples": grown.n_tuples,
+                        "estimated_rows_read_share": round(share, 6)})
+        log.info("pando %s: k = %d, threshold %d sampled rows, %d k-tuples, %d blocks, estimated share of "
+                 "rows read %.4f", inputs.table.name, k, grown.threshold, grown.n_tuples, blocks.n_blocks, share)
+        rule = tuple_blocks(layout, sort_columns(inputs.table, inputs.workload, settings["sort_column"]))
+        return new_plan(self, inputs, settings, rule, (blocks.block_rows * sample.scale).tolist(), choices)
+
+
+def grow_layout(vc, workload, k: int, block_rows: int, max_tuples: int):
+    """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs."""
+    from ..optimize.pando import bottom_up_blocks, grow_within_bound, truncate
+
+    grown = grow_within_bound(vc, workload, k, block_rows, max_tuples)
+    blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows)
+    return grown, blocks, truncate(grown.trees, blocks)
+
+
+def tuple_blocks(layout, order: tuple[str, ...]) -> TupleBlocks:
+    from ..optimize.pando import fallback_blocks
+    from ..optimize.qdtree import leaves, tree_to_json
+
+    grown, blocks, truncated = layout
+    n_leaves_0 = sum(1 for _ in leaves(grown.trees[0]))
+    return TupleBlocks(tuple(as_tuples(tree_to_json(r)) for r in grown.trees), as_tuples(blocks.tuples.tolist()),
+                       tuple(blocks.tuple_first_block.tolist()), tuple(blocks.tuple_n_blocks.tolist()),
+                       tuple(fallback_blocks(blocks, n_leaves_0).tolist()), order,
+                       tuple(as_tuples(tree_to_json(r)) for r in truncated.trees))
+
+
+def rows_read_share(vc, workload, trees, blocks) -> float:
+    """The estimated share of the table's rows a training query reads (weighted mean)."""
+    from ..optimize.pando import estimated_rows_read
+
+    total = float(vc.counts.sum())
+    if total == 0 or workload.n_queries == 0:
+        return 0.0
+    reads = estimated_rows_read(vc, workload, trees, blocks)
+    return float(reads @ workload.weights / workload.weights.sum() / total)
+
+
+def mto_as_cells(vc, workload, block_rows: int):
+    """mto's tree and its leaf blocks as a one-tree Pando layout, to compare k = 1 with the others."""
+    from ..optimize.pando import PandoBlocks
+    from ..optimize.qdtree import greedy_tree, leaf_blocks, leaves
+
+    root = greedy_tree(vc, workload, block_rows, objective="router")
+    by_id = sorted(leaves(root), key=lambda leaf: leaf.leaf_id)
+    split = leaf_blocks(root, block_rows)
+    rows = np.array([leaf.rows for leaf in by_id], dtype=np.int64)
+    sizes = np.concatenate([np.full(n, r // n) + (np.arange(n) < r % n) for r, n in zip(rows, split.n_blocks)])
+    held = rows > 0
+    blocks = PandoBlocks(np.flatnonzero(held)[:, None], split.first_block[held], split.n_blocks[held], rows[held],
+                         sizes)
+    return (root,), blocks
+
+
+def choose_k(vc, workload, block_rows: int, max_tuples: int) -> tuple[int, list[list]]:
+    """Pando §6.3, "evaluate for increasing k until the performance flattens": the
+    estimated share of rows read for k = 1..4 on the sample, and the smallest k
+    within AUTO_TOLERANCE of the best."""
+    figures = []
+    for k in AUTO_TREES:
+        if k == 1:
+            trees, blocks = mto_as_cells(vc, workload, block_rows)
+        else:
+            grown, blocks, _ = grow_layout(vc, workload, k, block_rows, max_tuples)
+            trees = grown.trees
+        figures.append([k, round(rows_read_share(vc, workload, trees, blocks), 6)])
+    best = min(share for _, share in figures)
+    chosen = next(k for k, share in figures if share <= best * (1 + AUTO_TOLERANCE))
+    return chosen, figures

@@ -1,0 +1,158 @@
+"""The registered `pando` optimizer: settings, the plan it makes, k = 1 is mto,
+trees=auto, and the paper's correlated-columns example (Fig. 2) worked by hand
+and routed by the catalog's router."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from layout_core.optimizers import CandidateCut, PlanError, PlanWorkload, VectorSample, get_optimizer, plan_layout
+from layout_core.optimizers.plan import LayoutPlan, TreeBlocks, TupleBlocks
+from layout_core.predicates import Column, Compare
+from layout_core.schema import TableSchema
+from layout_core.skipping.router import LayoutIndex, route_layout
+
+T = TableSchema("t", (("id", "bigint"), ("x", "int"), ("y", "int")), ("id",))
+X, Y = Column("x", "int"), Column("y", "int")
+
+# Fig. 2: x and y are correlated. Cut 0: x < 50, cut 1: y < 50.
+# 45 rows have both, 45 neither, two groups of 5 outliers have one of them.
+# Queries: q0 x < 40 (implies cut 0), q1 x > 60 (disjoint with cut 0),
+#          q2 y < 40 (implies cut 1), q3 y > 60 (disjoint with cut 1).
+CUTS = [CandidateCut(Compare(X, "<", 50)), CandidateCut(Compare(Y, "<", 50))]
+XY = VectorSample(("11", "10", "01", "00"), [45, 5, 5, 45], 100)
+XY_WORKLOAD = PlanWorkload(implies=((True, False), (False, False), (False, True), (False, False)),
+                           disjoint=((False, False), (True, False), (False, False), (False, True)),
+                           range_columns=("x",))
+QUERIES = [Compare(X, "<", 40), Compare(X, ">", 60), Compare(Y, "<", 40), Compare(Y, ">", 60)]
+# the bits of each vector key, for the blocks' union / all bit vectors below
+BITS = {"11": 0b11, "10": 0b01, "01": 0b10, "00": 0b00}  # bit i = cut i
+
+
+def _plan(optimizer: str, **settings) -> LayoutPlan:
+    return plan_layout(optimizer, T, XY, CUTS, XY_WORKLOAD, {"block_rows": 10, "sample_rows": 0, **settings})
+
+
+def _blocks_read(block_keys: list[list[str]], block_rows: list[int]) -> tuple[int, int]:
+    """(blocks, rows) the four queries read through the router, given the vector
+    keys whose rows each block holds (worked out by hand below)."""
+
+    class Block:
+        def __init__(self, i, keys, rows):
+            self.block_id, self.row_count, self.stats = i, rows, {}
+            self.union_bits = self.all_bits = 0
+            self.union_bits = int(np.bitwise_or.reduce([BITS[k] for k in keys]))
+            self.all_bits = int(np.bitwise_and.reduce([BITS[k] for k in keys]))
+
+    index = LayoutIndex.from_blocks("t", [Block(i, k, r) for i, (k, r) in enumerate(zip(block_keys, block_rows))],
+                                    [c.predicate for c in CUTS])
+    routes = [route_layout(q, q, index) for q in QUERIES]
+    return sum(len(r.blocks) for r in routes), sum(r.rows for r in routes)
+
+
+def test_settings_take_a_number_of_trees_or_auto():
+    pando = get_optimizer("pando")
+    assert pando.resolve({})["trees"] == 3
+    assert pando.resolve({"trees": "auto"})["trees"] == "auto"
+    assert pando.resolve({"trees": "2"})["trees"] == 2
+    with pytest.raises(PlanError, match="pando takes 1 to 8 trees .or auto., not 0"):
+        pando.resolve({"trees": 0})
+    with pytest.raises(PlanError, match="pando takes 1 to 8 trees .or auto., not 50"):
+        pando.resolve({"trees": 50})
+    with pytest.raises(PlanError, match="setting trees takes an integer or auto, not 'many'"):
+        pando.resolve({"trees": "many"})
+    with pytest.raises(PlanError, match="max_tuples must be positive"):
+        pando.resolve({"max_tuples": 0})
+
+
+def test_mto_reads_whole_leaves_for_the_other_column():
+    # mto: root cut on x < 50 (ties with y < 50, lowest cut wins); a cut on
+    # y < 50 below it would leave 5 rows (< 10). Two leaves of 50 rows, 5
+    # blocks each. q0, q1 read one leaf; q2, q3 read both.
+    plan = _plan("mto")
+    assert isinstance(plan.assignment, TreeBlocks)
+    assert plan.assignment.leaf_n_blocks == (5, 5)
+    leaf0, leaf1 = ["11", "10"], ["01", "00"]
+    assert _blocks_read([leaf0] * 5 + [leaf1] * 5, [10] * 10) == (5 + 5 + 10 + 10, 300)
+
+
+def test_pando_two_trees_read_fewer_blocks_than_mto_on_correlated_columns():
+    # Tree 0 cuts x < 50, tree 1 cuts y < 50 (in tree 0 it would save nothing
+    # more: the queries on y skip those rows through tree 1). Cells, in
+    # lexicographic order of (leaf in tree 0, leaf in tree 1):
+    #   (0,0) = "11": 45 rows -> 45 // 10 = 4 blocks (12, 11, 11, 11), blocks 0-3
+    #   (0,1) = "10":  5 rows -> merged with (1,0) into one block of 10, block 4
+    #   (1,0) = "01":  5 rows
+    #   (1,1) = "00": 45 rows -> blocks 5-8
+    plan = _plan("pando", trees=2)
+    rule = plan.assignment
+    assert isinstance(rule, TupleBlocks) and rule.k == 2
+    assert rule.cells == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert rule.cell_first_block == (0, 4, 4, 5) and rule.cell_n_blocks == (4, 1, 1, 4)
+    assert plan.expected_block_rows == (12, 11, 11, 11, 10, 12, 11, 11, 11)
+    assert rule.sort_columns == ("x",)
+    assert plan.choices["trees"] == 2 and plan.choices["k_tuples"] == 4
+    # Each query reads its 45-row cell (4 blocks) and the outlier block: 5 blocks, 55 rows.
+    blocks = [["11"]] * 4 + [["10", "01"]] + [["00"]] * 4
+    assert _blocks_read(blocks, [12, 11, 11, 11, 10, 12, 11, 11, 11]) == (20, 220)
+    # mto above: 30 blocks and 300 rows
+
+
+def test_one_tree_is_mtos_plan():
+    rng = np.random.default_rng(7)
+    keys = tuple(sorted({"".join(rng.choice(["0", "1"], 2)) for _ in range(10)}))
+    sample = VectorSample(keys, rng.integers(1, 60, len(keys)), 400)
+    settings = {"block_rows": 40, "sample_rows": 0}
+    mto = plan_layout("mto", T, sample, CUTS, XY_WORKLOAD, settings)
+    pando = plan_layout("pando", T, sample, CUTS, XY_WORKLOAD, {**settings, "trees": 1})
+    assert pando.optimizer == "pando" and pando.choices == {"trees": 1}
+    assert pando.assignment == mto.assignment
+    assert pando.expected_block_rows == mto.expected_block_rows
+
+
+def test_trees_auto_keeps_the_smallest_k_within_two_percent_of_the_best():
+    # Estimated share of rows read (4 queries x 100 rows): k = 1 (mto) 300 / 400;
+    # k = 2 220 / 400; k = 3 and 4 grow the same two useful trees plus
+    # single-leaf ones, so they read what k = 2 reads.
+    plan = _plan("pando", trees="auto")
+    assert plan.choices["trees_evaluated"] == [[1, 0.75], [2, 0.55], [3, 0.55], [4, 0.55]]
+    assert plan.choices["trees"] == 2 and plan.assignment.k == 2
+    again = LayoutPlan.from_json(plan.to_json())  # the figures are kept with the plan (and in the catalog)
+    assert again.choices["trees_evaluated"] == [[1, 0.75], [2, 0.55], [3, 0.55], [4, 0.55]]
+    assert again.assignment == plan.assignment
+
+
+def test_a_workload_without_usable_predicates_is_one_leaf_in_sort_order(caplog):
+    with caplog.at_level(logging.WARNING, "layout.pando"):
+        plan = plan_layout("pando", T, VectorSample(("",), [95], 95), [], PlanWorkload(),
+                           {"block_rows": 10, "sample_rows": 0, "sort_column": "y"})
+    assert "no usable predicate" in caplog.text
+    assert isinstance(plan.assignment, TreeBlocks) and plan.assignment.leaf_n_blocks == (9,)
+    assert plan.assignment.sort_columns == ("y",)
+
+
+def test_a_table_smaller_than_one_block_is_one_block():
+    small = VectorSample(("11", "10", "01", "00"), [4, 1, 1, 4], 10)
+    plan = plan_layout("pando", T, small, CUTS, XY_WORKLOAD, {"block_rows": 50, "sample_rows": 0, "trees": 2})
+    assert plan.n_blocks == 1 and plan.expected_block_rows == (10,)
+
+
+def test_duplicate_and_contradictory_cuts_change_nothing():
+    # cut 2 repeats cut 0; cut 3 holds for no row (every query is disjoint with it)
+    cuts = CUTS + [CandidateCut(Compare(X, "<", 50)), CandidateCut(Compare(X, "<", -1000))]
+    sample = VectorSample(("1110", "1010", "0100", "0000"), [45, 5, 5, 45], 100)
+    workload = PlanWorkload(implies=tuple(r + (r[0], False) for r in XY_WORKLOAD.implies),
+                            disjoint=tuple(r + (r[0], True) for r in XY_WORKLOAD.disjoint))
+    plan = plan_layout("pando", T, sample, cuts, workload, {"block_rows": 10, "sample_rows": 0, "trees": 2})
+    assert plan.assignment.cells == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert plan.assignment.cell_n_blocks == (4, 1, 1, 4)
+
+
+def test_unseen_k_tuples_fall_back_to_a_block_of_their_tree_0_leaf():
+    rule = _plan("pando", trees=2).assignment
+    # tree 0's leaf 0 ("1?") has cells (0,0) of 45 rows and (0,1) of 5: the larger one's first block
+    assert rule.fallback_block == (0, 5)
+    assert len(rule.routing_trees) == 2
