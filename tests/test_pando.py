@@ -22,7 +22,7 @@ from layout_core.optimize.pando import (
     block_reads,
     blocks_read,
     bottom_up_blocks,
-    choose_threshold,
+    grow_within_bound,
     k_tuples,
     leaf_block_sets,
     top_down,
@@ -443,22 +443,22 @@ def test_admitted_follows_the_path():
 # Threshold
 
 
-def test_choose_threshold_k1_is_block_rows():
-    assert choose_threshold(XY, XY_WL, 1, 20, max_tuples=1) == 20
+def test_the_threshold_k1_is_block_rows():
+    assert grow_within_bound(XY, XY_WL, 1, 20, max_tuples=1).threshold == 20
 
 
-def test_choose_threshold_xy():
+def test_the_threshold_xy():
     # t0 = ceil(20 / 8) = 3 -> 4 cells (the trees above). With a bound of 4
     # that passes at once; with a bound of 1, thresholds 3, 6, 12, 24, 48 all
     # give 4 cells (both trees cut 50/50) and 96 gives one; bisection then
     # probes 72, 60, 54, which all pass (no split of 100 rows keeps 51 on both sides).
-    assert choose_threshold(XY, XY_WL, 2, 20, max_tuples=4) == 3
-    assert choose_threshold(XY, XY_WL, 2, 20, max_tuples=1) == 54
-    assert choose_threshold(XY, XY_WL, 2, 20, max_tuples=1, refine_steps=0) == 96
-    assert choose_threshold(XY, XY_WL, 2, 20, max_tuples=4, min_threshold=1) == 1
+    assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=4).threshold == 3
+    assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=1).threshold == 54
+    assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=1, refine_steps=0).threshold == 96
+    assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=4, min_threshold=1).threshold == 1
 
 
-def test_choose_threshold_bounds_the_cells_of_a_random_table():
+def test_the_threshold_bounds_the_cells_of_a_random_table():
     rng = np.random.default_rng(7)
     m, q = 10, 16
     vectors = rng.random((400, m)) < 0.5
@@ -468,7 +468,7 @@ def test_choose_threshold_bounds_the_cells_of_a_random_table():
     wl = Workload(state == 1, state == 2)
     # The first candidate, ceil(16 / 8) = 2, gives far more cells than 25.
     assert k_tuples(top_down(vc, wl, 3, 2), vc)[1].shape[0] > 25
-    thr = choose_threshold(vc, wl, 3, 16, max_tuples=25)
+    thr = grow_within_bound(vc, wl, 3, 16, max_tuples=25).threshold
     assert thr > 2
     assert k_tuples(top_down(vc, wl, 3, thr), vc)[1].shape[0] <= 25
 
@@ -531,13 +531,19 @@ def test_bottom_up_blocks(inst, k, threshold, block_rows):
 
 @settings(max_examples=100, deadline=None)
 @given(instances(max_n=12, max_m=4, max_q=4), st.lists(st.sampled_from([0, 2, 3, 4]), min_size=12, max_size=12),
-       st.sampled_from([5, 6, 8, 10]), st.booleans())
-def test_bottom_up_blocks_of_many_small_cells(inst, counts, block_rows, two_trees):
-    # Every vector its own leaf, counts from a few values: many cells, many tied costs.
+       st.sampled_from([5, 6, 8, 10]), st.booleans(), st.booleans())
+def test_bottom_up_blocks_of_many_small_cells(inst, counts, block_rows, two_trees, cached):
+    # Every vector its own leaf, counts from a few values: many cells, many tied costs;
+    # with and without the cached pair costs (used up to _CACHED_PAIRS cells).
+    from unittest import mock
+
+    import layout_core.optimize.pando as pando
+
     vc, wl = inst
     vc = vcounts(vc.vectors, counts[:vc.n])
     trees = (full_tree(vc), top_down(vc, wl, 1, 1)[0]) if two_trees else (full_tree(vc),)
-    check_bottom_up(vc, wl, trees, block_rows)
+    with mock.patch.object(pando, "_CACHED_PAIRS", 11_000 if cached else 0):
+        check_bottom_up(vc, wl, trees, block_rows)
 
 
 def check_bottom_up(vc: VectorCounts, wl: Workload, trees, block_rows: int) -> None:
@@ -624,7 +630,7 @@ def test_validation():
     with pytest.raises(ValueError):
         bottom_up_blocks(XY, XY_WL, top_down(XY, XY_WL, 2, 20), 0)
     with pytest.raises(ValueError):
-        choose_threshold(XY, XY_WL, 2, 20, max_tuples=0)
+        grow_within_bound(XY, XY_WL, 2, 20, max_tuples=0)
     with pytest.raises(ValueError):
         k_tuples((), XY)
 

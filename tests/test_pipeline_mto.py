@@ -13,8 +13,9 @@ from layout_core.catalog import Catalog
 from layout_core.pipeline import steps
 from layout_core.pipeline.artifacts import Features, read_artifact
 from layout_core.schema import load_schema
-from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query
+
+from .spark_answers import assert_same_answers_on_layouts
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")
@@ -106,9 +107,6 @@ def test_mto_leaves_are_cut_into_ranges_of_the_most_range_filtered_column(world)
 
 
 def test_mto_skips_more_lineitem_blocks_than_qdtree_and_answers_stay_identical(spark, world):
-    from layout_core.spark.compare import same_rows
-    from layout_core.spark.views import register_layout_views
-
     total = sum(len(lay.blocks) for lay in world["catalog"].snapshot().layouts_of("lineitem"))
     mto = {sql: _lineitem_blocks(world, sql) for sql in TEST}
     building, machinery, asia, europe = TEST[:4]
@@ -118,23 +116,9 @@ def test_mto_skips_more_lineitem_blocks_than_qdtree_and_answers_stay_identical(s
     assert mto[machinery] < total  # disjoint with the BUILDING cut: blocks of only BUILDING rows skipped
     assert mto[TEST[-1]] == total  # an outer join induces nothing on lineitem
 
-    raw = {t: spark.read.parquet(str(world["tpch"] / f"{t}.parquet")) for t in SCHEMA.tables}
     # only lineitem's 1995 partition is laid out: the expected answers read the same rows
-    raw["lineitem"] = raw["lineitem"].where("l_shipdate >= DATE'1995-01-01' AND l_shipdate < DATE'1996-01-01'")
-    for t, frame in raw.items():
-        frame.createOrReplaceTempView(t)
-    expected = {sql: spark.sql(sql).collect() for sql in TEST}
-    snapshot = world["catalog"].snapshot()
-    try:
-        assert "lineitem" in register_layout_views(spark, snapshot, [SCHEMA.table(t) for t in SCHEMA.tables])
-        index = RoutingIndex.from_snapshot(snapshot)
-        for sql in TEST:
-            rewritten = rewrite_sql(route_query(sql, index, SCHEMA), index)
-            equal, why = same_rows(expected[sql], spark.sql(rewritten).collect())
-            assert equal, f"{why}\n{rewritten}"
-    finally:
-        for t in raw:
-            spark.read.parquet(str(world["tpch"] / f"{t}.parquet")).createOrReplaceTempView(t)
+    assert_same_answers_on_layouts(spark, world["catalog"].snapshot(), SCHEMA, world["tpch"], TEST,
+                                   {"lineitem": "l_shipdate >= DATE'1995-01-01' AND l_shipdate < DATE'1996-01-01'"})
 
 
 def test_sampling_estimates_block_sizes_within_ten_percent(spark, world):

@@ -9,8 +9,9 @@ import pytest
 from layout_core.catalog import Catalog, leaf_of
 from layout_core.pipeline import steps
 from layout_core.schema import load_schema
-from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query
+
+from .spark_answers import assert_same_answers_on_layouts
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")
@@ -95,26 +96,11 @@ def _blocks_frame(spark, layout):
 
 
 def test_the_intersecting_router_skips_blocks_and_answers_stay_identical(spark, world):
-    from layout_core.spark.compare import same_rows
-    from layout_core.spark.views import register_layout_views
-
     snapshot = world["catalog"].snapshot()
     index = RoutingIndex.from_snapshot(snapshot)
     total = len(snapshot.layouts[("lineitem", "1995")].blocks)
     read = {sql: len(next(r for r in route_query(sql, index, SCHEMA).refs if r.table == "lineitem").blocks)
             for sql in TEST}
     assert read[TEST[0]] < total / 2 and read[TEST[2]] < total / 2
-    raw = {t: spark.read.parquet(str(world["tpch"] / f"{t}.parquet")) for t in ("lineitem", "orders")}
-    raw["lineitem"] = raw["lineitem"].where("l_shipdate >= DATE'1995-01-01' AND l_shipdate < DATE'1996-01-01'")
-    for t, frame in raw.items():
-        frame.createOrReplaceTempView(t)
-    expected = {sql: spark.sql(sql).collect() for sql in TEST}
-    try:
-        assert "lineitem" in register_layout_views(spark, snapshot, [SCHEMA.table(t) for t in SCHEMA.tables])
-        for sql in TEST:
-            rewritten = rewrite_sql(route_query(sql, index, SCHEMA), index)
-            equal, why = same_rows(expected[sql], spark.sql(rewritten).collect())
-            assert equal, f"{why}\n{rewritten}"
-    finally:
-        for t in raw:
-            spark.read.parquet(str(world["tpch"] / f"{t}.parquet")).createOrReplaceTempView(t)
+    assert_same_answers_on_layouts(spark, snapshot, SCHEMA, world["tpch"], TEST,
+                                   {"lineitem": "l_shipdate >= DATE'1995-01-01' AND l_shipdate < DATE'1996-01-01'"})

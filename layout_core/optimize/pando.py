@@ -54,7 +54,6 @@ __all__ = [
     "block_reads",
     "blocks_read",
     "bottom_up_blocks",
-    "choose_threshold",
     "estimated_rows_read",
     "fallback_blocks",
     "grow_within_bound",
@@ -70,6 +69,7 @@ log = logging.getLogger(__name__)
 _LOG_EVERY = 200  # splits (or merges, x10) between progress log lines without a bar
 _VECTOR_CHUNK = 8192  # vectors per matrix product when scoring them
 _PAIR_CHUNK = 128  # rows of the pairwise merge-cost matrix computed at once
+_CACHED_PAIRS = 11_000  # up to this many small cells, merge costs are kept (< 1 GB)
 
 
 def _check(vc: VectorCounts, workload: Workload) -> None:
@@ -327,27 +327,11 @@ def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray) -> lis
 
 
 class Grown(NamedTuple):
-    """`top_down`'s trees at the threshold `choose_threshold` chose, and their non-empty k-tuples."""
+    """`top_down`'s trees at the threshold `grow_within_bound` chose, and their non-empty k-tuples."""
 
     threshold: int
     trees: tuple[Node, ...]
     n_tuples: int
-
-
-def choose_threshold(
-    vc: VectorCounts,
-    workload: Workload,
-    k: int,
-    block_rows: int,
-    max_tuples: int = 10_000,
-    allowed_cuts: np.ndarray | None = None,
-    min_threshold: int | None = None,
-    refine_steps: int = 3,
-    progress: bool = False,
-) -> int:
-    """The top-down threshold (see `grow_within_bound`, which also returns the trees)."""
-    return grow_within_bound(vc, workload, k, block_rows, max_tuples, allowed_cuts, min_threshold,
-                             refine_steps, progress).threshold
 
 
 def grow_within_bound(
@@ -667,7 +651,11 @@ def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_
     least cost and, among ties, of lowest (lower index, higher index). After
     a merge only the rows of the merged block and of the blocks whose partner
     was one of the two are recomputed: any other block's costs are unchanged
-    but the one with the merged block, which is checked against its best."""
+    but the one with the merged block, which is checked against its best.
+
+    Up to _CACHED_PAIRS blocks, every pair's cost is kept in an (n, n) matrix
+    (8 n^2 bytes), so finding a stale block's new partner is a row minimum
+    instead of n union weights; the values, and so the merges, are the same."""
     n = sizes.shape[0]
     if n == 0:
         return [], None
@@ -684,7 +672,19 @@ def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_
         union_w = pk.weight(packed[rows][:, None, :] | packed[cols][None, :, :])
         return (size[rows][:, None] + size[cols][None, :]) * union_w - (cost[rows][:, None] + cost[cols][None, :])
 
+    pairs = None
+    if n <= _CACHED_PAIRS:
+        pairs = np.empty((n, n))
+        everyone = np.arange(n)
+        for s in range(0, n, _PAIR_CHUNK):
+            pairs[s:s + _PAIR_CHUNK] = added(everyone[s:s + _PAIR_CHUNK], everyone)
+        np.fill_diagonal(pairs, np.inf)  # not with itself
+
     def find_partners(rows: np.ndarray, act: np.ndarray) -> None:
+        if pairs is not None:  # inactive columns hold inf; argmin's first minimum is the lowest index
+            j = np.argmin(pairs[rows], axis=1)
+            partner[rows], best[rows] = j, pairs[rows, j]
+            return
         for s in range(0, rows.size, _PAIR_CHUNK):
             r = rows[s:s + _PAIR_CHUNK]
             loss = added(r, act)
@@ -709,6 +709,10 @@ def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_
             finished.append(np.array(sorted(members[a]), dtype=np.int64))
             active[a], best[a] = False, np.inf
             n_active -= 1
+        if pairs is not None:
+            pairs[b, :] = pairs[:, b] = np.inf
+            if not active[a]:
+                pairs[a, :] = pairs[:, a] = np.inf
         act = np.flatnonzero(active)
         stale = (partner[act] == a) | (partner[act] == b)
         if active[a]:
@@ -716,6 +720,8 @@ def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_
             stale[pos] = False
             loss = added(np.array([a]), act)[0]
             loss[pos] = np.inf
+            if pairs is not None:
+                pairs[a, act] = pairs[act, a] = loss
             j = int(np.argmin(loss))
             partner[a], best[a] = act[j], loss[j]
             # ties go to the lower index, as in find_partners
