@@ -458,6 +458,14 @@ def test_the_threshold_xy():
     assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=4, min_threshold=1).threshold == 1
 
 
+def test_a_raised_threshold_is_said_and_the_trees_come_with_it(caplog):
+    with caplog.at_level(logging.WARNING, "layout_core.optimize.pando"):
+        grown = grow_within_bound(XY, XY_WL, 2, 20, max_tuples=1)
+    assert "threshold raised from 3 to 54 rows so that the trees make at most 1 k-tuples (4 at the threshold 3)" \
+        in caplog.text
+    assert grown.n_tuples == 1 and grown.trees == (L(0, [0, 1, 2, 3], 100), L(0, [0, 1, 2, 3], 100))
+
+
 def test_the_threshold_bounds_the_cells_of_a_random_table():
     rng = np.random.default_rng(7)
     m, q = 10, 16
