@@ -160,13 +160,23 @@ def top_down(
         raise ValueError("k must be >= 1")
     if threshold < 1:
         raise ValueError("threshold must be >= 1")
+    return _grow(vc, workload, k, threshold, allowed_cuts, progress).roots()
+
+
+def _grow(vc: VectorCounts, workload: Workload, k: int, threshold: int, allowed_cuts, progress: bool,
+          max_tuples: int | None = None) -> "_Forest":
+    """`top_down`'s growth; with `max_tuples`, it stops as soon as the trees make
+    more non-empty k-tuples than that (splits never merge cells, so the count
+    only grows: such a threshold fails, whatever comes next)."""
     forest = _Forest(vc, workload, k, int(threshold), cut_mask(allowed_cuts, vc.m))
     reporter = _Progress(progress, f"pando top_down (k={k})", "split", _LOG_EVERY)
     while (choice := forest.best_split()) is not None:
         forest.split(*choice)
         reporter.step(f"{forest.n_leaves()} leaves")
-    reporter.done(f"{forest.n_leaves()} leaves, threshold {threshold}")
-    return forest.roots()
+        if max_tuples is not None and forest.n_cells > max_tuples:
+            break
+    reporter.done(f"{forest.n_leaves()} leaves, {forest.n_cells} k-tuples, threshold {threshold}")
+    return forest
 
 
 class _Tree:
@@ -235,6 +245,10 @@ class _Forest:
         self._rescore_vectors(np.arange(vc.n, dtype=np.int64))
         total = int(vc.counts.sum())
         self.tolerance = 1e-9 * total * float(np.sum(self.weights))
+        # every vector's cell (k-tuple) as an id, and how many cells hold rows
+        self.cell_of = np.zeros(vc.n, dtype=np.int64)
+        self.next_cell = 1
+        self.n_cells = int(total > 0)
         self.trees = [_Tree(vc.n, total) for _ in range(k)]
         for tree in self.trees:
             tree.gain_sum[0] = self.counts_f @ self.gain_of_vector
@@ -284,6 +298,7 @@ class _Forest:
         idx = tree.idx[node]
         bit = self.vectors[idx, cut]
         left, right = tree.add_children(node, cut, idx[bit], idx[~bit], self.counts)
+        self._split_cells(idx, bit)
         # Queries the new children let skip: implied cut on the bit-0 side, disjoint cut on the bit-1 side.
         skip = (self.imp[:, cut, None] & ~bit) | (self.dis[:, cut, None] & bit)
         before = self.reads[:, idx]
@@ -306,6 +321,18 @@ class _Forest:
             for other in self.trees:
                 if other is not tree:
                     self._rescore_leaves(other, _add_by_leaf(other, other.leaf_of[changed], delta))
+
+    def _split_cells(self, idx: np.ndarray, bit: np.ndarray) -> None:
+        """The split leaf's bit-0 vectors move to new cells; a cell with rows on
+        both sides becomes two."""
+        held = self.counts[idx] > 0
+        on_left = np.unique(self.cell_of[idx[bit & held]])
+        on_right = np.unique(self.cell_of[idx[~bit & held]])
+        self.n_cells += np.intersect1d(on_left, on_right, assume_unique=True).size
+        right = idx[~bit]
+        old = np.unique(self.cell_of[right])
+        self.cell_of[right] = self.next_cell + np.searchsorted(old, self.cell_of[right])
+        self.next_cell += old.size
 
     def n_leaves(self) -> int:
         return sum(len(tree.order) for tree in self.trees)
@@ -381,10 +408,12 @@ def grow_within_bound(
     grown: dict[int, Grown] = {}
 
     def passes(threshold: int) -> bool:
-        trees = top_down(vc, workload, k, threshold, allowed_cuts, progress)
-        grown[threshold] = Grown(threshold, trees, k_tuples(trees, vc)[1].shape[0])
-        log.info("pando threshold %d: %d k-tuples (bound %d)", threshold, grown[threshold].n_tuples, max_tuples)
-        return grown[threshold].n_tuples <= max_tuples
+        forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples)
+        grown[threshold] = Grown(threshold, forest.roots(), forest.n_cells)
+        ok = forest.n_cells <= max_tuples
+        log.info("pando threshold %d: %s%d k-tuples (bound %d)", threshold, "" if ok else "stopped at ",
+                 forest.n_cells, max_tuples)
+        return ok
 
     first = t
     failing = None
@@ -401,7 +430,7 @@ def grow_within_bound(
             failing = mid
     if passing > first:
         log.warning("pando: threshold raised from %d to %d rows so that the trees make at most %d k-tuples "
-                    "(%d at the threshold %d)", first, passing, max_tuples, grown[first].n_tuples, first)
+                    "(more at the threshold %d)", first, passing, max_tuples, first)
     return grown[passing]
 
 
