@@ -31,25 +31,9 @@ from layout_core.optimize.pando import (
 )
 from layout_core.optimize.qdtree import Node, Workload, greedy_tree, leaves
 
+from .test_qdtree import vcounts, workload
+
 L, S = Node.leaf, Node.split
-
-
-def vcounts(vectors, counts) -> VectorCounts:
-    vectors = np.asarray(vectors, dtype=bool)
-    if vectors.ndim != 2:
-        vectors = vectors.reshape(len(counts), -1)
-    return VectorCounts(vectors, np.asarray(counts, dtype=np.int64), np.ones(vectors.shape[1]))
-
-
-def workload(m, n_queries, implies=(), disjoint=(), weights=None) -> Workload:
-    """implies / disjoint: lists of (query, cut) pairs."""
-    imp = np.zeros((n_queries, m), bool)
-    dis = np.zeros((n_queries, m), bool)
-    for i, j in implies:
-        imp[i, j] = True
-    for i, j in disjoint:
-        dis[i, j] = True
-    return Workload(imp, dis, weights)
 
 
 # ---------------------------------------------------------------------------
@@ -202,7 +186,7 @@ def reference_bottom_up(vc: VectorCounts, wl: Workload, trees, b: int):
 # q2: y < 40 (implies cut 1), q3: y > 60 (disjoint with cut 1).
 
 XY = vcounts([[1, 1], [1, 0], [0, 1], [0, 0]], [40, 10, 10, 40])
-XY_WL = workload(2, 4, implies=[(0, 0), (2, 1)], disjoint=[(1, 0), (3, 1)])
+XY_WL = workload(2, n_queries=4, implies=[(0, 0), (2, 1)], disjoint=[(1, 0), (3, 1)])
 
 
 def test_xy_one_tree_is_mto():
@@ -269,7 +253,7 @@ def test_correlated_cuts_go_to_different_trees():
 
 def test_ties_go_to_the_lowest_tree_and_gains_count_other_trees():
     vc = vcounts([[1, 1], [1, 0], [0, 1], [0, 0]], [25, 25, 25, 25])
-    wl = workload(2, 2, implies=[(0, 0), (1, 1)])
+    wl = workload(2, n_queries=2, implies=[(0, 0), (1, 1)])
     # Step 1: cut 0 and cut 1 gain 50 each at either root -> tree 0, cut 0.
     # Step 2: tree 0's left leaf (cut 1: q1 skips 25), right leaf (q1 skips
     # 25) and tree 1's root (cut 1: q1 skips 50) -> tree 1 wins with 50.
@@ -278,7 +262,7 @@ def test_ties_go_to_the_lowest_tree_and_gains_count_other_trees():
     trees = top_down(vc, wl, 2, 1)
     assert trees == (S(0, L(0, [0, 1], 50), L(1, [2, 3], 50)), S(1, L(0, [0, 2], 50), L(1, [1, 3], 50)))
     # Only q1 (implies cut 1): tree 0's root gets cut 1, then nothing gains.
-    wl1 = workload(2, 1, implies=[(0, 1)])
+    wl1 = workload(2, n_queries=1, implies=[(0, 1)])
     assert top_down(vc, wl1, 2, 1) == (S(1, L(0, [0, 2], 50), L(1, [1, 3], 50)), L(0, [0, 1, 2, 3], 100))
 
 
@@ -296,14 +280,14 @@ def test_merge_cost_uses_query_weights():
     # Weights 3, 3, 1, 1: every cell is read with weight 4. Merging 0+1 (or
     # 2+3) is read by q0, q2, q3: 20 * 5 - 40 - 40 = 20; 0+2 by q0, q1, q2:
     # 20 * 7 - 80 = 60; 0+3 by all: 20 * 8 - 80 = 80. So {0, 1} and {2, 3}.
-    wl = workload(2, 4, imp, dis, weights=[3.0, 3.0, 1.0, 1.0])
+    wl = workload(2, imp, dis, n_queries=4, weights=[3.0, 3.0, 1.0, 1.0])
     blocks = bottom_up_blocks(vc, wl, (tree,), 20)
     assert blocks.tuple_first_block.tolist() == [0, 0, 1, 1]
     assert blocks.tuple_n_blocks.tolist() == [1, 1, 1, 1]
     assert blocks.block_rows.tolist() == [20, 20]
     assert blocks_read((tree,), wl, blocks).tolist() == [20, 20, 40, 40]
     # Weights 1, 1, 3, 3: now {0, 2} and {1, 3}.
-    wl = workload(2, 4, imp, dis, weights=[1.0, 1.0, 3.0, 3.0])
+    wl = workload(2, imp, dis, n_queries=4, weights=[1.0, 1.0, 3.0, 3.0])
     blocks = bottom_up_blocks(vc, wl, (tree,), 20)
     assert blocks.tuple_first_block.tolist() == [0, 1, 0, 1]
     assert blocks_read((tree,), wl, blocks).tolist() == [40, 40, 20, 20]
@@ -318,7 +302,7 @@ def test_big_cell_is_cut_and_the_leftover_joins_the_smaller_piece():
     # costs 5; the tie goes to the piece with fewer rows (block 1).
     vc = vcounts([[1], [0]], [45, 5])
     tree = S(0, L(0, [0], 45), L(1, [1], 5))
-    wl = workload(1, 1, implies=[(0, 0)])
+    wl = workload(1, n_queries=1, implies=[(0, 0)])
     blocks = bottom_up_blocks(vc, wl, (tree,), 20)
     assert blocks.tuple_first_block.tolist() == [0, 1]
     assert blocks.tuple_n_blocks.tolist() == [2, 1]
@@ -330,10 +314,10 @@ def test_big_cell_is_cut_and_the_leftover_joins_the_smaller_piece():
 def test_fewer_rows_than_a_block_is_one_block_and_nothing_is_no_block():
     vc = vcounts([[1], [0]], [3, 4])
     tree = S(0, L(0, [0], 3), L(1, [1], 4))
-    blocks = bottom_up_blocks(vc, workload(1, 0), (tree,), 20)
+    blocks = bottom_up_blocks(vc, workload(1, n_queries=0), (tree,), 20)
     assert blocks.tuple_first_block.tolist() == [0, 0]
     assert blocks.block_rows.tolist() == [7]
-    empty = bottom_up_blocks(vcounts(np.zeros((0, 1)), []), workload(1, 0), (L(0, [], 0),), 20)
+    empty = bottom_up_blocks(vcounts(np.zeros((0, 1)), []), workload(1, n_queries=0), (L(0, [], 0),), 20)
     assert empty.n_blocks == 0 and empty.tuples.shape == (0, 1)
 
 
@@ -375,7 +359,7 @@ def test_the_leftover_renumbers_the_merged_block_it_joins():
     # 4 = 000 (2). q0 implies cuts 0 and 1 and is disjoint with cut 2: it reads
     # cell 0 only. Block rows 5, so every cell is small.
     vc = vcounts([[0, 0, 0], [0, 1, 0], [0, 1, 1], [1, 0, 1], [1, 1, 0]], [2, 3, 4, 4, 4])
-    wl = workload(3, 1, implies=[(0, 0), (0, 1)], disjoint=[(0, 2)])
+    wl = workload(3, n_queries=1, implies=[(0, 0), (0, 1)], disjoint=[(0, 2)])
     tree = full_tree(vc)
     # Merges: cells 1 + 2 cost 0 (nobody reads them; lowest pair) -> 8 rows,
     # finished. Then 3 + 4 cost 0 (0 + 3 would cost 3) -> 5 rows, finished.
@@ -435,7 +419,7 @@ def test_admitted_follows_the_path():
     tree = S(0, S(1, L(0, [0], 5), L(1, [1], 5)), L(2, [2], 5))
     # q0 implies cut 0: skips leaf 2. q1 disjoint with cut 1: skips leaf 0.
     # q2 implies cut 1: skips leaf 1 only (cut 1 is not on leaf 2's path).
-    wl = workload(2, 3, implies=[(0, 0), (2, 1)], disjoint=[(1, 1)])
+    wl = workload(2, n_queries=3, implies=[(0, 0), (2, 1)], disjoint=[(1, 1)])
     (adm,) = admitted((tree,), wl)
     assert adm.tolist() == [[True, True, False], [False, True, True], [True, False, True]]
 
@@ -637,7 +621,7 @@ def test_validation():
     with pytest.raises(ValueError):
         top_down(XY, XY_WL, 2, 0)
     with pytest.raises(ValueError):
-        top_down(XY, workload(3, 1), 2, 1)  # 3 cuts in the workload, 2 in the vectors
+        top_down(XY, workload(3, n_queries=1), 2, 1)  # 3 cuts in the workload, 2 in the vectors
     with pytest.raises(ValueError):
         bottom_up_blocks(XY, XY_WL, top_down(XY, XY_WL, 2, 20), 0)
     with pytest.raises(ValueError):
@@ -648,7 +632,7 @@ def test_validation():
 
 def test_zero_count_vectors_and_empty_input():
     vc = vcounts([[1], [0], [1]], [10, 10, 0])
-    wl = workload(1, 1, implies=[(0, 0)])
+    wl = workload(1, n_queries=1, implies=[(0, 0)])
     trees = top_down(vc, wl, 2, 5)
     assert trees == (S(0, L(0, [0, 2], 10), L(1, [1], 10)), L(0, [0, 1, 2], 20))
     tuple_of_vector, tuples = k_tuples(trees, vc)

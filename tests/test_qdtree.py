@@ -28,7 +28,9 @@ from layout_core.optimize.qdtree import (
 
 
 def vcounts(vectors, counts) -> VectorCounts:
-    vectors = np.asarray(vectors, dtype=bool).reshape(len(counts), -1)
+    vectors = np.asarray(vectors, dtype=bool)
+    if vectors.ndim != 2:  # a 2-D array keeps its width, also with no rows
+        vectors = vectors.reshape(len(counts), -1)
     return VectorCounts(vectors, np.asarray(counts, dtype=np.int64), np.ones(vectors.shape[1]))
 
 
