@@ -68,14 +68,14 @@ class Pando(TreeOptimizer):
         workload = inputs.workload.matrices(m)
         block_rows = max(1, math.ceil(settings["block_rows"] / sample.scale))  # in sampled rows
         choices: dict = {}
-        k = settings["trees"]
+        k, layout = settings["trees"], None
         if k == "auto":
-            k, choices["trees_evaluated"] = choose_k(vc, workload, block_rows, settings["max_tuples"])
+            k, choices["trees_evaluated"], layout = choose_k(vc, workload, block_rows, settings["max_tuples"])
             log.info("pando %s: trees=auto chose k = %d (estimated share of rows read per k: %s)",
                      inputs.table.name, k, ", ".join(f"{kk}: {share:.4f}" for kk, share in choices["trees_evaluated"]))
         if k == 1:
             return self.tree_plan(inputs, settings, {"trees": 1, **choices})
-        layout = grow_layout(vc, workload, k, block_rows, settings["max_tuples"])
+        layout = layout or grow_layout(vc, workload, k, block_rows, settings["max_tuples"])
         grown, blocks, truncated = layout
         share = rows_read_share(vc, workload, grown.trees, blocks)
         choices.update({"trees": k, "threshold_sampled_rows": grown.threshold, "k_tuples": grown.n_tuples,
@@ -134,18 +134,19 @@ def mto_as_cells(vc, workload, block_rows: int):
     return (root,), blocks
 
 
-def choose_k(vc, workload, block_rows: int, max_tuples: int) -> tuple[int, list[list]]:
+def choose_k(vc, workload, block_rows: int, max_tuples: int) -> tuple[int, list[list], tuple | None]:
     """Pando §6.3, "evaluate for increasing k until the performance flattens": the
-    estimated share of rows read for k = 1..4 on the sample, and the smallest k
-    within AUTO_TOLERANCE of the best."""
-    figures = []
+    smallest k within AUTO_TOLERANCE of the best estimated share of rows read
+    for k = 1..4 on the sample, those figures, and the chosen k's
+    `grow_layout` (None for k = 1, which is mto's plan), not grown twice."""
+    figures, layouts = [], {}
     for k in AUTO_TREES:
         if k == 1:
             trees, blocks = mto_as_cells(vc, workload, block_rows)
         else:
-            grown, blocks, _ = grow_layout(vc, workload, k, block_rows, max_tuples)
-            trees = grown.trees
+            layouts[k] = grow_layout(vc, workload, k, block_rows, max_tuples)
+            trees, blocks = layouts[k][0].trees, layouts[k][1]
         figures.append([k, round(rows_read_share(vc, workload, trees, blocks), 6)])
     best = min(share for _, share in figures)
     chosen = next(k for k, share in figures if share <= best * (1 + AUTO_TOLERANCE))
-    return chosen, figures
+    return chosen, figures, layouts.get(chosen)
