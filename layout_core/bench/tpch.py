@@ -90,24 +90,17 @@ def layout_settings(layout: str, table: str, block_rows: int, extra: dict | None
     return settings
 
 
-def index_bytes(plan, lineage: dict, literal_key_bytes: int) -> int:
+def index_bytes(plan, tree_nodes: int, lineage: dict, literal_key_bytes: int) -> int:
     """What the router keeps besides zone maps and cut bits: the routing trees'
-    nodes, the blocks' lineage (leaf ids per tree), the cell -> block map
-    Pando keeps for inserts, and the literal keys of join-induced cuts."""
+    `tree_nodes` nodes, the blocks' lineage (leaf ids per tree), the cell ->
+    block map Pando keeps for inserts, and the literal keys of join-induced cuts."""
     from ..optimizers.plan import TupleBlocks
 
-    nodes = sum(2 * _leaf_count(root) - 1 for root in plan.routing_trees())
     lineage_ids = sum(len(leaves) for per_tree in lineage.values() for leaves in per_tree)
     cells = 0
     if isinstance(plan.assignment, TupleBlocks):
         cells = len(plan.assignment.cells) * (plan.assignment.k + 2)
-    return nodes * NODE_BYTES + (lineage_ids + cells) * ID_BYTES + literal_key_bytes
-
-
-def _leaf_count(root) -> int:
-    from ..optimize.qdtree import leaves
-
-    return sum(1 for _ in leaves(root))
+    return tree_nodes * NODE_BYTES + (lineage_ids + cells) * ID_BYTES + literal_key_bytes
 
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
@@ -163,8 +156,9 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 for cut in laid.cuts:
                     if cut.kind == "join_induced" and cut.sql not in key_bytes:
                         key_bytes[cut.sql] = len(literal_keys(tables, cut.predicate).serialize())
-                index_size[kind] += index_bytes(laid.plan, lineage, sum(key_bytes[c.sql] for c in laid.cuts
-                                                                       if c.kind == "join_induced"))
+                nodes = tree_records(laid.plan)
+                index_size[kind] += index_bytes(laid.plan, len(nodes), lineage,
+                                                sum(key_bytes[c.sql] for c in laid.cuts if c.kind == "join_induced"))
                 seconds = dict(laid.seconds)
                 if spark_e2e and kind in e2e_layouts:
                     started = time.monotonic()
@@ -183,7 +177,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 records = [BlockRecord(b.block_id, b.row_count, 0, "", b.stats, b.union_bits, b.all_bits,
                                        leaves=lineage.get(b.block_id, ())) for b in summaries]
                 indexes[kind][name] = LayoutIndex.from_blocks(name, records, [c.predicate for c in laid.cuts],
-                                                              trees=tree_records(laid.plan))
+                                                              trees=nodes)
                 log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(summaries), len(laid.cuts),
                          seconds)
 

@@ -434,24 +434,25 @@ def block_rows_error(plan, summaries, first_id: int) -> float | None:
 
 def tree_records(plan) -> list:
     """The plan's routing trees as catalog node records (tree t, node ids in preorder)."""
+    return [record for tree, root in enumerate(plan.routing_trees()) for record in _node_records(tree, root)]
+
+
+def _node_records(tree: int, root) -> list:
     from ..catalog import TreeNodeRecord
 
     records: list = []
-    for tree, root in enumerate(plan.routing_trees()):
-        first = len(records)
 
-        def add(node) -> int:
-            node_id = len(records) - first
-            records.append(None)
-            if node.is_leaf:
-                records[first + node_id] = TreeNodeRecord(tree, node_id, node.rows, leaf_id=node.leaf_id)
-            else:
-                left, right = add(node.left), add(node.right)
-                records[first + node_id] = TreeNodeRecord(tree, node_id, node.rows, cut=node.cut, left=left,
-                                                          right=right)
-            return node_id
+    def add(node) -> int:
+        node_id = len(records)
+        records.append(None)
+        if node.is_leaf:
+            records[node_id] = TreeNodeRecord(tree, node_id, node.rows, leaf_id=node.leaf_id)
+        else:
+            left, right = add(node.left), add(node.right)
+            records[node_id] = TreeNodeRecord(tree, node_id, node.rows, cut=node.cut, left=left, right=right)
+        return node_id
 
-        add(root)
+    add(root)
     return records
 
 
