@@ -324,7 +324,7 @@ def test_an_unexpected_failure_while_routing_reads_everything_and_logs_its_trace
     def broken(*args, **kwargs):
         raise KeyError("a bug in the reasoning")
 
-    monkeypatch.setattr(router, "route_layout", broken)
+    monkeypatch.setattr(router, "layout_keep", broken)
     sql = "SELECT count(*) FROM lineitem WHERE l_shipdate < DATE '1994-01-01'"
     route, index = _route(catalog, sql)
     assert not route.analyzed and route.refs == ()

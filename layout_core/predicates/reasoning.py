@@ -479,18 +479,16 @@ class ColumnStats:
     max: Any
     null_count: int
     row_count: int
+    # Disjoint (lo, hi) ranges in order covering every non-NULL value (a range
+    # set, diPs §4); () when only min and max are known, the one-range case.
+    ranges: tuple = ()
 
     def value_set(self, column: Column) -> ValueSet:
         has_values = self.row_count > self.null_count
-        if has_values and (
-            self.min is None
-            or self.max is None
-            or not value_fits(column, self.min)
-            or not value_fits(column, self.max)
-        ):
-            return ValueSet.everything()  # unknown or unusable bounds (NaN, other types)
-        lo, hi = as_kind(column, self.min), as_kind(column, self.max)
-        intervals = [Interval(lo, hi)] if has_values else []
+        ranges = self.ranges or ((self.min, self.max),)
+        if has_values and not all(value_fits(column, v) for r in ranges for v in r):
+            return ValueSet.everything()  # unknown or unusable bounds (None, NaN, other types)
+        intervals = [Interval(as_kind(column, lo), as_kind(column, hi)) for lo, hi in ranges] if has_values else []
         return ValueSet.of(intervals, self.null_count > 0)
 
 

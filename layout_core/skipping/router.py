@@ -36,12 +36,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple, Sequence
 
+import numpy as np
+
 from ..catalog import ActiveLayout, CatalogSnapshot, TreeNodeRecord, check_trees
 from ..catalog.records import tree_roots
 from ..predicates import (TRUE, ColumnStats, JoinInduced, Predicate, PredicateVisitor, Prepared, atoms, loads,
                           satisfiable, value_from_json)
 from ..schema import Schema
 from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze
+from .dips import NO_RANGES, DipEffect, KeyRanges, exchange_dips, key_ranges
 from .verdict import Verdict
 from .zonemaps import ZoneMaps, might_match_blocks
 
@@ -68,6 +71,7 @@ class LayoutIndex:
     # Per block, per tree: the leaf ids holding its rows (BlockRecord.leaves; () unknown).
     leaves: tuple[tuple[tuple[int, ...], ...], ...] = ()
     trees: tuple[TreeNodeRecord, ...] = ()  # the layout's tree nodes; () without trees
+    _key_ranges: dict = field(default_factory=dict, compare=False, repr=False)  # column -> KeyRanges
 
     @staticmethod
     def from_blocks(table: str, blocks, cuts, partition: str = "", version_id: int = 0,
@@ -87,6 +91,17 @@ class LayoutIndex:
     def zone_maps(self) -> ZoneMaps:
         """Built once per layout, read-only."""
         return ZoneMaps.of(self.stats, self.row_counts)
+
+    def key_ranges(self, column: str) -> KeyRanges | None:
+        """A column's statistics as diP keys (`skipping.dips`), built once per column;
+        None when the layout has no usable statistics of it."""
+        if column not in self._key_ranges:
+            arrays = self.zone_maps.columns.get(column)
+            if not self.block_ids:
+                self._key_ranges[column] = NO_RANGES  # an empty layout: no row to match
+            else:
+                self._key_ranges[column] = None if arrays is None else key_ranges(arrays)
+        return self._key_ranges[column]
 
     @cached_property
     def cut_keys(self) -> tuple[frozenset, ...]:
@@ -274,6 +289,7 @@ def column_stats(raw: dict, row_count: int) -> dict[str, ColumnStats]:
             out[column] = ColumnStats(
                 value_from_json(s.get("min")), value_from_json(s.get("max")),
                 int(s.get("null_count", 0)), row_count,
+                tuple((value_from_json(lo), value_from_json(hi)) for lo, hi in s.get("ranges", ())),
             )
         except (ValueError, TypeError, AttributeError):
             continue  # unreadable stats: this column's zone map is not used
@@ -327,6 +343,8 @@ class Route:
     warnings: tuple[str, ...] = ()
     analyzed: bool = True  # False: the query could not be analyzed and is read in full
     analysis: QueryAnalysis | None = field(default=None, compare=False, repr=False)
+    dips_built: int = 0  # diPs computed for the query
+    dips: tuple[DipEffect, ...] = ()  # the diPs that removed blocks
 
     def ref(self, ref_id: int) -> RefRoute | None:
         for r in self.refs:
@@ -335,9 +353,13 @@ class Route:
         return None
 
     def to_json(self) -> dict:
+        names = {r.ref: r.alias or r.table for r in self.refs}
         return {
             "analyzed": self.analyzed,
             "warnings": list(self.warnings),
+            "dips_built": self.dips_built,
+            "dips": [{"edge": d.describe(names), "to": d.edge.to_ref,
+                      "blocks_removed": [b for part in d.removed for b in part]} for d in self.dips],
             "refs": [
                 {
                     "ref": r.ref, "table": r.table, "alias": r.alias, "read_all": r.read_all,
@@ -355,14 +377,14 @@ class Route:
 
 
 def route_query(
-    sql: str, index: RoutingIndex, schema: Schema, max_depth: int = DEFAULT_MAX_DEPTH
+    sql: str, index: RoutingIndex, schema: Schema, max_depth: int = DEFAULT_MAX_DEPTH, dips: bool = True,
 ) -> Route:
     """The blocks each table reference of `sql` reads. A query that cannot be
     analyzed reads everything; so does one whose analysis or routing fails
     unexpectedly (a bug: logged with its traceback), since a failed route
     must never fail, or change, the user's query."""
     try:
-        return route_analysis(analyze(sql, schema), index, schema, max_depth)
+        return route_analysis(analyze(sql, schema), index, schema, max_depth, dips)
     except QueryError as e:
         return Route(sql, (), (f"reading everything: {e}",), analyzed=False)
     except Exception as e:  # noqa: BLE001 - "when in doubt, read"
@@ -371,38 +393,62 @@ def route_query(
 
 
 def route_analysis(
-    analysis: QueryAnalysis, index: RoutingIndex, schema: Schema, max_depth: int = DEFAULT_MAX_DEPTH
+    analysis: QueryAnalysis, index: RoutingIndex, schema: Schema, max_depth: int = DEFAULT_MAX_DEPTH,
+    dips: bool = True,
 ) -> Route:
+    """Per reference, the blocks its own predicate may need; then, with `dips`,
+    the blocks the diPs of its joins still admit (`skipping.dips`)."""
     key_hops = schema.key_hops()
-    refs, warnings = [], []
+    warnings = []
+    laid_out: dict[str, tuple[LayoutIndex, ...]] = {}
+    keep: dict[str, list[np.ndarray]] = {}
     for ref in analysis.refs:
         layouts = index.layouts.get(ref.table, ())
         if not layouts:
             warnings.append(f"{ref.table} ({ref.alias}): no active layout, reading everything")
-            refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, (), True))
             continue
         table_filter = analysis.filter(ref.key)
         query_predicate = analysis.predicate(ref.key, key_hops, max_depth)
-        partitions = tuple(route_layout(query_predicate, table_filter, layout) for layout in layouts)
+        laid_out[ref.key] = layouts
+        keep[ref.key] = [layout_keep(query_predicate, table_filter, layout) for layout in layouts]
+    exchange = None
+    if dips and analysis.edges:
+        exchange = exchange_dips(analysis.edges, laid_out, keep, LayoutIndex.key_ranges)
+        keep = exchange.keep
+    refs = []
+    for ref in analysis.refs:
+        if ref.key not in laid_out:
+            refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, (), True))
+            continue
+        partitions = tuple(partition_route(layout, mask) for layout, mask in zip(laid_out[ref.key], keep[ref.key]))
         refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, partitions, False))
-    return Route(analysis.sql, tuple(refs), tuple(warnings), True, analysis)
+    return Route(analysis.sql, tuple(refs), tuple(warnings), True, analysis,
+                 exchange.built if exchange else 0, exchange.effects if exchange else ())
 
 
 def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: LayoutIndex) -> PartitionRoute:
     """The blocks of one layout that may hold rows making query_predicate TRUE."""
-    keep, rows = [], 0
+    return partition_route(layout, layout_keep(query_predicate, table_filter, layout))
+
+
+def layout_keep(query_predicate: Predicate, table_filter: Predicate, layout: LayoutIndex) -> np.ndarray:
+    """Per block of the layout: may it hold rows making query_predicate TRUE (rules 1-4)?"""
+    keep = np.zeros(len(layout.block_ids), dtype=bool)
     if satisfiable(query_predicate):  # (a query never TRUE, e.g. x NOT IN (1, NULL), reads no block)
         masks = cut_masks(query_predicate, layout.cuts, layout.cut_keys)
         might_match = might_match_blocks(table_filter, layout.zone_maps)
         admitted = admitted_leaves(masks, layout.tree_routes)
         for i in map(int, might_match.nonzero()[0]):
-            if (cut_verdict(masks, layout.union_bits[i], layout.all_bits[i]) is Verdict.ROWS_MIGHT_MATCH
-                    and tree_verdict(layout.tree_routes, admitted, i) is Verdict.ROWS_MIGHT_MATCH):
-                keep.append(layout.block_ids[i])
-                rows += layout.row_counts[i]
+            keep[i] = (cut_verdict(masks, layout.union_bits[i], layout.all_bits[i]) is Verdict.ROWS_MIGHT_MATCH
+                       and tree_verdict(layout.tree_routes, admitted, i) is Verdict.ROWS_MIGHT_MATCH)
+    return keep
+
+
+def partition_route(layout: LayoutIndex, keep: np.ndarray) -> PartitionRoute:
+    read = np.flatnonzero(keep)
     return PartitionRoute(
-        layout.partition, layout.version_id, tuple(keep), rows,
-        len(layout.block_ids), sum(layout.row_counts),
+        layout.partition, layout.version_id, tuple(layout.block_ids[i] for i in read),
+        sum(layout.row_counts[i] for i in read), len(layout.block_ids), sum(layout.row_counts),
     )
 
 

@@ -1,8 +1,13 @@
-"""Zone-map pruning for all blocks of a layout at once (numpy over blocks).
+"""Zone-map and range-set pruning for all blocks of a layout at once (numpy over blocks).
+
+A block's statistics of a column are a NULL count and a range set: at most
+n_r disjoint [lo, hi] ranges covering every non-NULL value (diPs §4). A zone
+map is the one-range case [min, max]: a block stored without `ranges` has
+exactly that range, so there is one implementation for both.
 
 Same rule as `predicates.might_match`, which decides one block: a block may
 match an atom when the atom's value set (an over-approximation of the values
-that make it TRUE) meets the block's [min, max] range or, for sets that admit
+that make it TRUE) meets one of the block's ranges or, for sets that admit
 NULL, the block has NULLs. AND/OR combine per block. Atoms the value sets do
 not describe (column comparisons, functions, join-induced predicates) say
 ROWS_MIGHT_MATCH, and so do bounds that are missing or of the wrong type.
@@ -23,6 +28,9 @@ from ..predicates.model import Column
 from ..predicates.reasoning import as_kind, atom_sets, value_fits
 from .verdict import Verdict
 
+# Ranges per block and column (n_r); 1 keeps min/max only.
+DEFAULT_RANGE_SETS = 16
+
 
 def _read_only(a: np.ndarray) -> np.ndarray:
     a.flags.writeable = False
@@ -31,30 +39,56 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ColumnArrays:
-    """One column's zone maps over all blocks (read-only arrays)."""
+    """One column's statistics over all blocks (read-only arrays).
 
-    mins: np.ndarray  # object
-    maxs: np.ndarray  # object
+    Per block: `null_counts`, `has_values` (some non-NULL value) and `known`
+    (its ranges are recorded). Per range, in block order: `lo`, `hi` and the
+    index of the block it belongs to (`owner`); a known block with values
+    has at least one range, a block without values none.
+    """
+
+    lo: np.ndarray  # object
+    hi: np.ndarray  # object
+    owner: np.ndarray  # int64, non-decreasing
     null_counts: np.ndarray  # int64
-    has_values: np.ndarray  # bool: some non-NULL value
-    known: np.ndarray  # bool: min and max recorded
+    has_values: np.ndarray  # bool
+    known: np.ndarray  # bool
     _usable: dict = field(default_factory=dict, compare=False, repr=False)  # kind -> usable(...)
 
+    @property
+    def mins(self) -> np.ndarray:
+        """Per block, the lowest value (None when unknown or no value)."""
+        return self._per_block(self.lo, first=True)
+
+    @property
+    def maxs(self) -> np.ndarray:
+        """Per block, the highest value (None when unknown or no value)."""
+        return self._per_block(self.hi, first=False)
+
+    def _per_block(self, values: np.ndarray, first: bool) -> np.ndarray:
+        out = np.full(self.known.size, None, dtype=object)
+        if self.owner.size:
+            starts = np.flatnonzero(np.r_[True, self.owner[1:] != self.owner[:-1]])
+            picks = starts if first else np.r_[starts[1:] - 1, self.owner.size - 1]
+            out[self.owner[picks]] = values[picks]
+        return _read_only(out)
+
     def usable(self, column: Column) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(blocks whose bounds are usable for this column kind, mins, maxs) as the kind's values."""
+        """(blocks whose ranges are all usable for this column kind, lo, hi as the kind's values)."""
         hit = self._usable.get(column.kind)
         if hit is None:
-            fits = np.array([k and value_fits(column, lo) and value_fits(column, hi)
-                             for k, lo, hi in zip(self.known, self.mins, self.maxs)], dtype=bool)
-            mins = np.array([as_kind(column, v) for v in self.mins], dtype=object)
-            maxs = np.array([as_kind(column, v) for v in self.maxs], dtype=object)
-            hit = self._usable[column.kind] = (_read_only(fits), _read_only(mins), _read_only(maxs))
+            fits = np.array([value_fits(column, lo) and value_fits(column, hi) for lo, hi in zip(self.lo, self.hi)],
+                            dtype=bool)
+            unfit_blocks = np.bincount(self.owner[~fits], minlength=self.known.size) > 0
+            lo = np.array([as_kind(column, v) for v in self.lo], dtype=object)
+            hi = np.array([as_kind(column, v) for v in self.hi], dtype=object)
+            hit = self._usable[column.kind] = (_read_only(self.known & ~unfit_blocks), _read_only(lo), _read_only(hi))
         return hit
 
 
 @dataclass(frozen=True)
 class ZoneMaps:
-    """Per-column min/max/null counts of every block of a layout (read-only: a
+    """Per-column statistics of every block of a layout (read-only: a
     `LayoutIndex` keeps one for all the queries it routes)."""
 
     row_counts: np.ndarray
@@ -67,19 +101,32 @@ class ZoneMaps:
         names = sorted({c for s in stats for c in s})
         columns = {}
         for name in names:
-            mins = np.empty(n, dtype=object)
-            maxs = np.empty(n, dtype=object)
-            nulls = np.zeros(n, dtype=np.int64)
-            present = np.zeros(n, dtype=bool)
+            lo, hi, owner = [], [], []
+            nulls = rows.copy()  # a column without stats in a block: unknown bounds, maybe NULLs
+            known = np.zeros(n, dtype=bool)
+            has_values = np.ones(n, dtype=bool)
             for i, s in enumerate(stats):
                 cs = s.get(name)
-                if cs is not None:
-                    mins[i], maxs[i], nulls[i], present[i] = cs.min, cs.max, cs.null_count, True
-            known = present & np.array([m is not None for m in mins]) & np.array([m is not None for m in maxs])
-            # a column without stats in a block: treat as unknown bounds with possible NULLs
-            nulls = np.where(present, nulls, rows)
-            has_values = np.where(present, rows > nulls, True)
-            columns[name] = ColumnArrays(*map(_read_only, (mins, maxs, nulls, has_values, known)))
+                if cs is None:
+                    continue
+                nulls[i] = cs.null_count
+                has_values[i] = rows[i] > cs.null_count
+                if not has_values[i]:
+                    known[i] = True
+                    continue
+                ranges = cs.ranges or ((cs.min, cs.max),)
+                if all(a is not None and b is not None for a, b in ranges):
+                    known[i] = True
+                    for a, b in ranges:
+                        lo.append(a)
+                        hi.append(b)
+                        owner.append(i)
+            columns[name] = ColumnArrays(
+                _read_only(np.array(lo, dtype=object)),
+                _read_only(np.array(hi, dtype=object)),
+                _read_only(np.asarray(owner, dtype=np.int64)),
+                *map(_read_only, (nulls, has_values, known)),
+            )
         return ZoneMaps(rows, MappingProxyType(columns))
 
 
@@ -115,16 +162,17 @@ class _BlockVerdicts(PredicateVisitor[np.ndarray]):
         return might_match
 
     def default(self, p: Predicate) -> np.ndarray:
-        """An atom: from its value sets and the bounds of its column."""
+        """An atom: from its value sets and the ranges of its column."""
         sets = atom_sets(p)
         arrays = None if sets is None else self.zm.columns.get(sets.column)
         if arrays is None:
-            return self.everywhere(Verdict.ROWS_MIGHT_MATCH)  # not understood, or no zone map
-        fits, mins, maxs = arrays.usable(p.column)
+            return self.everywhere(Verdict.ROWS_MIGHT_MATCH)  # not understood, or no statistics
+        fits, lo, hi = arrays.usable(p.column)
+        ranges = np.flatnonzero(fits[arrays.owner])
         meets = np.zeros(self.n, dtype=bool)
-        idx = np.flatnonzero(fits & arrays.has_values)
-        if idx.size:
-            meets[idx] = _ranges_meet(sets.over.intervals, mins[idx], maxs[idx])
+        if ranges.size:
+            hit = _ranges_meet(sets.over.intervals, lo[ranges], hi[ranges])
+            meets = np.bincount(arrays.owner[ranges[hit]], minlength=self.n) > 0
         unusable = arrays.has_values & ~fits
         nulls = (arrays.null_counts > 0) if sets.over.null else np.zeros(self.n, dtype=bool)
         return meets | unusable | nulls

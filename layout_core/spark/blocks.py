@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from ..predicates import value_to_json
 from ..schema import TableSchema
 from ..skipping.rewrite import BLOCK_COLUMN
+from ..skipping.zonemaps import DEFAULT_RANGE_SETS
 
 VECTOR_COLUMN = "_vec"
 
@@ -63,37 +64,97 @@ def with_pieces(df: DataFrame, pieces: Sequence[tuple], key_ddl: str, order: Seq
 class BlockSummary:
     block_id: int
     row_count: int
-    stats: dict  # column -> {"min", "max", "null_count"} in value_to_json encoding
+    # column -> {"min", "max", "null_count"[, "ranges"]} in value_to_json encoding
+    stats: dict
     union_bits: int
     all_bits: int
 
 
-def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int) -> list[BlockSummary]:
-    """Row counts, per-column min/max/null counts and cut bit vectors of every block.
+def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
+                     range_sets: int = DEFAULT_RANGE_SETS) -> list[BlockSummary]:
+    """Row counts, per-column statistics and cut bit vectors of every block.
 
-    `df` has the block column and, when n_cuts > 0, the cut flag columns.
+    Per orderable column: min, max, NULL count and, when the block's values
+    need more than one range, its range set (`ranges`: at most `range_sets`
+    disjoint [lo, hi] ranges covering every non-NULL value, diPs §4; min/max
+    is the one-range case). `df` has the block column and, when n_cuts > 0,
+    the cut flag columns.
     """
     columns = table.orderable_columns
+    kinds = {c: table.column(c).kind for c in columns}
     aggs = [F.count(F.lit(1)).alias("_rows")]
     for c in columns:
         aggs += [F.min(c).alias(f"_min_{c}"), F.max(c).alias(f"_max_{c}"),
                  F.count(F.when(F.col(c).isNull(), 1)).alias(f"_nulls_{c}")]
+        if range_sets > 1:
+            aggs.append(F.array_sort(F.collect_set(c)).alias(f"_values_{c}"))
     for flag in cut_flag_columns(n_cuts):
         aggs += [F.max(F.col(flag).cast("int")).alias(f"_any{flag}"),
                  F.min(F.col(flag).cast("int")).alias(f"_all{flag}")]
+    summary = df.groupBy(BLOCK_COLUMN).agg(*aggs)
+    if range_sets > 1:
+        summary = summary.select(
+            "*", *(widest_gaps(F.col(f"_values_{c}"), kinds[c], range_sets - 1).alias(f"_gaps_{c}")
+                   for c in columns)
+        ).drop(*(f"_values_{c}" for c in columns))
     out = []
-    for row in df.groupBy(BLOCK_COLUMN).agg(*aggs).collect():
-        stats = {
-            c: {"min": value_to_json(row[f"_min_{c}"]), "max": value_to_json(row[f"_max_{c}"]),
-                "null_count": int(row[f"_nulls_{c}"])}
-            for c in columns
-        }
+    for row in summary.collect():
+        stats = {}
+        for c in columns:
+            lo, hi = row[f"_min_{c}"], row[f"_max_{c}"]
+            stats[c] = {"min": value_to_json(lo), "max": value_to_json(hi), "null_count": int(row[f"_nulls_{c}"])}
+            gaps = row[f"_gaps_{c}"] if range_sets > 1 else None
+            if gaps:
+                stats[c]["ranges"] = [[value_to_json(a), value_to_json(b)]
+                                      for a, b in ranges_between_gaps(lo, hi, [(g["prev"], g["next"]) for g in gaps])]
         union = all_ = 0
         for i, flag in enumerate(cut_flag_columns(n_cuts)):
             union |= int(row[f"_any{flag}"]) << i
             all_ |= int(row[f"_all{flag}"]) << i
         out.append(BlockSummary(int(row[BLOCK_COLUMN]), int(row["_rows"]), stats, union, all_))
     return sorted(out, key=lambda b: b.block_id)
+
+
+def gap_width(value: Column, previous: Column, kind: str) -> Column:
+    """How far apart two neighbouring values of a column kind are, as a double.
+
+    Strings are compared through their first 7 UTF-8 bytes read as a number:
+    an order-preserving code, so a wide gap in it is a wide gap in the strings.
+    """
+    if kind == "date":
+        return F.datediff(value, previous).cast("double")
+    if kind == "timestamp":
+        return (F.unix_micros(value) - F.unix_micros(previous)).cast("double")
+    if kind == "string":
+        def code(c: Column) -> Column:
+            prefix = F.rpad(F.hex(F.substring(F.encode(c, "UTF-8"), 1, 7)), 14, "0")
+            return F.conv(prefix, 16, 10).cast("double")
+        return code(value) - code(previous)
+    return value.cast("double") - previous.cast("double")
+
+
+def widest_gaps(values: Column, kind: str, n_gaps: int) -> Column:
+    """The `n_gaps` widest gaps between neighbours of a sorted array of distinct
+    values, as structs (width, prev, next), widest first (ties: the larger
+    values first, so every run picks the same gaps). Cutting a block's values
+    at these gaps gives the range set of smallest total width (diPs §4, fn. 10)."""
+    later = F.slice(values, 2, F.greatest(F.size(values) - 1, F.lit(1)))  # [] for 0 or 1 value
+    gaps = F.transform(later, lambda nxt, i: F.struct(
+        gap_width(nxt, values[i], kind).alias("width"), values[i].alias("prev"), nxt.alias("next")))
+    return F.slice(F.sort_array(gaps, asc=False), 1, n_gaps)
+
+
+def ranges_between_gaps(lo, hi, gaps) -> list[tuple]:
+    """The ranges [lo, g1.prev], [g1.next, g2.prev], ..., [gk.next, hi] of a
+    block's values cut at the gaps (prev, next); [] when there is no gap."""
+    if not gaps or lo is None:
+        return []
+    out, start = [], lo
+    for prev, nxt in sorted(gaps, key=lambda g: g[1]):
+        out.append((start, prev))
+        start = nxt
+    out.append((start, hi))
+    return out
 
 
 def block_folder(location: str | Path, block_id: int, partition_column: str | None = None,

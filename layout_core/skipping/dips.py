@@ -1,0 +1,264 @@
+"""Data-induced predicates (diPs, Kandula et al. §3): blocks skipped through the joins.
+
+After each table reference has kept the blocks its own predicate may need
+(cuts, trees, range sets), every semi-join edge `a -> b` of the query
+(`sql.analysis.Edge`: rows of b whose column matches no row of a are never
+needed) carries a diP: the union of the ranges of a's join column over a's
+kept blocks. b then keeps only the blocks whose ranges on its join column
+meet that union; a block whose join column holds only NULLs meets nothing,
+since NULL never equals anything. When b loses blocks, its own outgoing
+edges carry smaller diPs, and so on until nothing changes.
+
+Which way an edge points is decided by the analysis from SQL semantics (an
+outer join passes diPs from its preserved side to its NULL-supplying side
+only, an anti join from the outer side only, a subquery with aggregation
+only through its grouping column, nothing into or out of a derived table),
+so every step removes only rows the answer does not need, and so does any
+number of steps in any order (each is sound on the database the previous
+ones left). The order: edges towards a root of the join graph first, then
+back (two passes settle a tree-shaped graph, §3.4), then any edge whose
+source changed again, until a fixpoint; a graph with cycles needs no
+junction tree for soundness, only more rounds, bounded by the blocks.
+
+A column without usable statistics in some kept block of a makes a's diP
+unknown (no diP); a receiving block without usable statistics is kept.
+Ranges are compared as float64 keys rounded outwards (numbers, dates,
+timestamps) or as the strings themselves; columns of two different families
+exchange nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..sql.analysis import Edge
+from .zonemaps import ColumnArrays
+
+
+EMPTY = "empty"  # the family of a column without any value: it meets, and makes, nothing
+
+
+@dataclass(frozen=True)
+class KeyRanges:
+    """One column of one layout as comparable keys: per range `lo`, `hi`, `owner`
+    (its block), per block `known` (usable statistics) and `has_values`."""
+
+    family: str  # "number", "string" or EMPTY
+    lo: np.ndarray
+    hi: np.ndarray
+    owner: np.ndarray
+    known: np.ndarray
+    has_values: np.ndarray
+
+
+NO_RANGES = KeyRanges(EMPTY, *(np.empty(0, t) for t in (np.float64, np.float64, np.int64, bool, bool)))
+
+
+def key_ranges(arrays: ColumnArrays) -> KeyRanges | None:
+    """The column's ranges as keys; None when its values are of no one family."""
+    families = {_family(v) for v in arrays.lo} | {_family(v) for v in arrays.hi}
+    if len(families) > 1 or None in families:
+        return None
+    family = families.pop() if families else EMPTY
+    if family == "number":
+        lo = np.array([_number(v) for v in arrays.lo], dtype=np.float64)
+        hi = np.array([_number(v) for v in arrays.hi], dtype=np.float64)
+        lo, hi = np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)  # never narrower than the values
+    else:
+        lo, hi = arrays.lo, arrays.hi
+    return KeyRanges(family, lo, hi, arrays.owner, arrays.known, arrays.has_values)
+
+
+def _family(v) -> str | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, Decimal, dt.date)):  # (datetime is a date)
+        return "number"
+    if isinstance(v, float):
+        return None if math.isnan(v) else "number"
+    if isinstance(v, str):
+        return "string"
+    return None
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _number(v) -> float:
+    if isinstance(v, dt.datetime):
+        return (v.replace(tzinfo=None) - _EPOCH).total_seconds() / 86400.0  # days, like dates
+    if isinstance(v, dt.date):
+        return float(v.toordinal() - _EPOCH.toordinal())
+    return float(v)
+
+
+@dataclass(frozen=True)
+class DataPred:
+    """A diP: sorted disjoint [starts, ends] in one key family; None = everything."""
+
+    family: str
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @staticmethod
+    def union(parts: Sequence[tuple[KeyRanges, np.ndarray]]) -> DataPred | None:
+        # (an empty union, from a table with no row left, is a diP that admits nothing)
+        """The ranges of the kept blocks (`keep`, a bool mask per layout) of every
+        layout; None (no diP) when some kept block's ranges are unknown."""
+        families = {k.family for k, _ in parts} - {EMPTY}
+        if len(families) > 1:
+            return None
+        los, his = [], []
+        for ranges, keep in parts:
+            if np.any(keep & ~ranges.known & ranges.has_values):
+                return None
+            mine = keep[ranges.owner]
+            los.append(ranges.lo[mine])
+            his.append(ranges.hi[mine])
+        family = families.pop() if families else EMPTY
+        dtype = np.float64 if family == "number" else object
+        lo = np.concatenate(los).astype(dtype) if los else np.empty(0, dtype)
+        hi = np.concatenate(his).astype(dtype) if his else np.empty(0, dtype)
+        order = np.argsort(lo, kind="stable")
+        lo, hi = lo[order], hi[order]
+        # merge overlapping ranges: a range starts a new group unless it starts
+        # at or before the furthest end seen so far
+        if lo.size:
+            furthest = np.maximum.accumulate(hi) if family == "number" else _running_max(hi)
+            new_group = np.r_[True, (lo[1:] > furthest[:-1]).astype(bool)]
+            starts = lo[new_group]
+            ends = furthest[np.r_[np.flatnonzero(new_group)[1:] - 1, lo.size - 1]]
+        else:
+            starts, ends = lo, hi
+        return DataPred(family, starts, ends)
+
+    def meets(self, ranges: KeyRanges) -> np.ndarray:
+        """Per block of `ranges`: might it hold a value of this diP? (True when unknown)"""
+        n = ranges.known.size
+        if not self.starts.size:
+            return np.zeros(n, dtype=bool)  # no row on the other side: nothing here can match
+        if ranges.family not in (self.family, EMPTY):
+            return np.ones(n, dtype=bool)
+        hit = np.zeros(ranges.lo.size, dtype=bool)
+        if self.starts.size and ranges.lo.size:
+            # the last diP range starting at or before each range's end
+            j = np.searchsorted(self.starts, ranges.hi, side="right") - 1
+            ok = j >= 0
+            hit[ok] = (self.ends[j[ok]] >= ranges.lo[ok]).astype(bool)
+        blocks = np.bincount(ranges.owner[hit], minlength=n) > 0
+        return blocks | (~ranges.known & ranges.has_values)
+
+
+def _running_max(values: np.ndarray) -> np.ndarray:
+    out = np.empty(values.size, dtype=object)
+    best = None
+    for i, v in enumerate(values):
+        best = v if best is None or v > best else best
+        out[i] = best
+    return out
+
+
+@dataclass(frozen=True)
+class DipEffect:
+    """One diP that removed blocks: the edge it crossed and the block ids it
+    removed from the receiving reference (per partition, in layout order)."""
+
+    edge: Edge
+    removed: tuple[tuple[int, ...], ...]
+
+    @property
+    def blocks_removed(self) -> int:
+        return sum(map(len, self.removed))
+
+    def describe(self, names: Mapping[str, str]) -> str:
+        e = self.edge
+        return (f"diP {names.get(e.from_ref, e.from_ref)}.{e.from_column} -> "
+                f"{names.get(e.to_ref, e.to_ref)}.{e.to_column}")
+
+
+@dataclass(frozen=True)
+class DipExchange:
+    keep: dict[str, list[np.ndarray]]  # ref -> per layout, the blocks still read
+    built: int  # diPs computed
+    effects: tuple[DipEffect, ...]  # those that removed blocks, in order
+
+
+def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: Mapping[str, Sequence[np.ndarray]],
+                  ranges_of, max_dips: int = 10_000) -> DipExchange:
+    """Run the diP exchange over `edges` between references that have layouts.
+
+    `layouts[ref]` are the reference's layouts (its partitions), `keep[ref]`
+    their kept-block masks; `ranges_of(layout, column)` gives a layout's
+    `KeyRanges` for a column (None without statistics). Returns new masks.
+    """
+    keep = {ref: [m.copy() for m in masks] for ref, masks in keep.items()}
+    usable = [e for e in edges if e.from_ref in layouts and e.to_ref in layouts and e.from_ref != e.to_ref]
+    queue = _schedule(usable)
+    queued = set(queue)
+    built, effects = 0, []
+    out_edges: dict[str, list[Edge]] = {}
+    for e in usable:
+        out_edges.setdefault(e.from_ref, []).append(e)
+    while queue and built < max_dips:
+        edge = queue.pop(0)
+        queued.discard(edge)
+        source = [(ranges_of(layout, edge.from_column), mask)
+                  for layout, mask in zip(layouts[edge.from_ref], keep[edge.from_ref])]
+        if any(r is None for r, _ in source):
+            continue
+        dip = DataPred.union(source)
+        built += 1
+        if dip is None:
+            continue
+        removed = []
+        for layout, mask in zip(layouts[edge.to_ref], keep[edge.to_ref]):
+            target = ranges_of(layout, edge.to_column)
+            if target is None:
+                removed.append(())
+                continue
+            after = mask & dip.meets(target)
+            removed.append(tuple(layout.block_ids[i] for i in np.flatnonzero(mask & ~after)))
+            mask &= after
+        if any(removed):
+            effects.append(DipEffect(edge, tuple(removed)))
+            for nxt in out_edges.get(edge.to_ref, ()):  # b's diPs shrank: send them again
+                if nxt not in queued:
+                    queue.append(nxt)
+                    queued.add(nxt)
+    return DipExchange(keep, built, tuple(effects))
+
+
+def _schedule(edges: Sequence[Edge]) -> list[Edge]:
+    """Edges towards a root first (leaves up), then away from it (root down), per
+    connected part of the join graph, deterministic: a tree settles in these two
+    passes; a graph with cycles gets its remaining edges in the same order and
+    whatever changes is queued again by `exchange_dips`."""
+    neighbours: dict[str, set[str]] = {}
+    for e in edges:
+        neighbours.setdefault(e.from_ref, set()).add(e.to_ref)
+        neighbours.setdefault(e.to_ref, set()).add(e.from_ref)
+    depth: dict[str, int] = {}
+    for root in sorted(neighbours):
+        if root in depth:
+            continue
+        depth[root] = 0
+        frontier = [root]
+        while frontier:
+            nxt = []
+            for ref in frontier:
+                for other in sorted(neighbours[ref]):
+                    if other not in depth:
+                        depth[other] = depth[ref] + 1
+                        nxt.append(other)
+            frontier = nxt
+    ordered = sorted(edges, key=lambda e: (e.from_ref, e.from_column, e.to_ref, e.to_column))
+    up = sorted((e for e in ordered if depth[e.from_ref] > depth[e.to_ref]), key=lambda e: -depth[e.from_ref])
+    down = sorted((e for e in ordered if depth[e.from_ref] < depth[e.to_ref]), key=lambda e: depth[e.from_ref])
+    level = [e for e in ordered if depth[e.from_ref] == depth[e.to_ref]]
+    return up + level + down
