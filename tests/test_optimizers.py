@@ -19,8 +19,8 @@ T = TableSchema("t", (("id", "bigint"), ("x", "int"), ("d", "date")), ("id",))
 X = Column("x", "int")
 
 
-def test_the_registry_holds_the_seven_optimizers_and_refuses_unknown_names():
-    assert optimizer_names() == ("fineblock", "sortkey", "qdtree", "mto", "pando", "zorder", "hilbert")
+def test_the_registry_holds_the_eight_optimizers_and_refuses_unknown_names():
+    assert optimizer_names() == ("fineblock", "sortkey", "qdtree", "mto", "pando", "zorder", "hilbert", "tuned")
     with pytest.raises(PlanError, match="unknown optimizer 'pandas'; registered: fineblock, sortkey, qdtree, mto"):
         get_optimizer("pandas")
 
@@ -40,7 +40,7 @@ def test_settings_are_typed_defaulted_and_unknown_ones_refused():
     mto = get_optimizer("mto")
     settings = mto.resolve({"block_rows": "2000", "exclude_columns": "l_comment, l_shipdate"})
     assert settings == {"block_rows": 2000, "sort_column": "", "sample_rows": 150_000, "max_cuts": 96,
-                        "exclude_columns": ("l_comment", "l_shipdate")}
+                        "exclude_columns": ("l_comment", "l_shipdate"), "leaf_order": "range"}
     with pytest.raises(PlanError, match="optimizer mto has no setting num_feat .its settings: block_rows, sort_col"):
         mto.resolve({"num_feat": 3})
     with pytest.raises(PlanError, match="setting sample_rows takes an integer, not 'many'"):

@@ -14,6 +14,7 @@ from .pando import Pando
 from .plan import LayoutPlan, plan_layout
 from .qdtree import QdTree
 from .sortkey import SortKey
+from .tuned import Tuned
 from .zorder import ZOrder
 
 
@@ -27,7 +28,7 @@ def build_registry(*classes: type[Optimizer]) -> dict[str, Optimizer]:
     return registry
 
 
-REGISTRY = build_registry(FineBlock, SortKey, QdTree, Mto, Pando, ZOrder, Hilbert)
+REGISTRY = build_registry(FineBlock, SortKey, QdTree, Mto, Pando, ZOrder, Hilbert, Tuned)
 
 
 def optimizer_names() -> tuple[str, ...]:

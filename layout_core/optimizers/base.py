@@ -37,15 +37,22 @@ class PlanError(UserError, ValueError):
 @dataclass(frozen=True)
 class Setting:
     """One typed setting of an optimizer: `kind` is int, float, str, "columns"
-    (names) or "int_or_auto" (an integer, or the word auto: let the optimizer choose)."""
+    (names), "int_or_auto" (an integer, or the word auto: let the optimizer choose)
+    or "choice" (one of the words `choices`, case-insensitive)."""
 
     name: str
     kind: str
     default: Any
     help: str
+    choices: tuple[str, ...] = ()
 
     def parse(self, value: Any) -> Any:
         """`value` as this setting's type, from JSON, a flag or an environment variable."""
+        if self.kind == "choice":
+            word = value.strip().lower() if isinstance(value, str) else value
+            if word not in self.choices:
+                raise PlanError(f"setting {self.name} takes one of {', '.join(self.choices)}, not {value!r}")
+            return word
         if self.kind == "columns":
             if isinstance(value, str):
                 value = [v.strip() for v in value.split(",")]
@@ -76,6 +83,10 @@ SORT_COLUMN = Setting("sort_column", "str", "",
 SAMPLE_ROWS = Setting("sample_rows", "int", 150_000,
                       "build the plan on a row-hash sample of about this many rows (0: all rows; MTO §4.2)")
 MAX_CUTS = Setting("max_cuts", "int", 96, "candidate cuts kept per kind (simple, join-induced), most frequent first")
+LEAF_ORDER = Setting("leaf_order", "choice", "range",
+                     "order of rows inside a leaf: range (sort_column, else the column the log filters most by "
+                     "a range, else the primary key) or join_key (the primary key's first column, so a leaf's "
+                     "blocks are key ranges; conflicts with sort_column)", choices=("range", "join_key"))
 
 
 # ---------------------------------------------------------------------------
@@ -237,14 +248,32 @@ class Optimizer:
 
     def describe(self) -> str:
         lines = [f"{self.name}: {self.help} (router: {self.router_keeps})"]
-        lines += [f"  {s.name} ({s.kind}, default {s.default!r}): {s.help}" for s in self.settings]
+        lines += [f"  {s.name} ({'|'.join(s.choices) if s.choices else s.kind}, default {s.default!r}): {s.help}"
+                  for s in self.settings]
         return "\n".join(lines)
 
 
-def sort_columns(table: TableSchema, workload: PlanWorkload, sort_column: str) -> tuple[str, ...]:
-    """The order rows take inside a block range: the given column, else the column
-    the log filters most by a range (so zone maps of neighbouring blocks stay
-    narrow), else the primary key."""
+def check_leaf_order(sort_column: str, leaf_order: str) -> None:
+    """An explicit sort_column and leaf_order=join_key name two orders: refused, neither wins."""
+    if leaf_order == "join_key" and sort_column:
+        raise PlanError(f"settings leaf_order=join_key and sort_column={sort_column!r} conflict: "
+                        f"join_key orders a leaf by the primary key; give one of them")
+
+
+def sort_columns(table: TableSchema, workload: PlanWorkload, sort_column: str,
+                 leaf_order: str = "range") -> tuple[str, ...]:
+    """The order rows take inside a block range. leaf_order "range": the given
+    column, else the column the log filters most by a range (so zone maps of
+    neighbouring blocks stay narrow), else the primary key. leaf_order
+    "join_key": the primary key's first column (a leaf's blocks are ranges of
+    the key joins match on); a sort_column as well is refused."""
+    check_leaf_order(sort_column, leaf_order)
+    if leaf_order == "join_key":
+        if not table.primary_key:
+            raise PlanError(f"leaf_order=join_key needs a primary key: {table.name} has none")
+        return (table.primary_key[0],)
+    if leaf_order != "range":
+        raise PlanError(f"leaf_order is range or join_key, not {leaf_order!r}")
     if sort_column:
         if not table.has_column(sort_column):
             raise PlanError(f"{table.name} has no column {sort_column!r} to sort by")

@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from .base import BLOCK_ROWS, EXCLUDE_COLUMNS, MAX_CUTS, SORT_COLUMN, PlanError, Setting, sort_columns
+from .base import (BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SORT_COLUMN, PlanError, Setting,
+                   sort_columns)
 from .plan import TupleBlocks, as_tuples, new_plan
 from .qdtree import TreeOptimizer
 
@@ -41,7 +42,7 @@ class Pando(TreeOptimizer):
     name = "pando"
     help = ("k qd-trees over mto's cuts grown together (Pando §6); a query reads the blocks every tree "
             "admits, also ruled out by cut bits and zone maps")
-    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS, TREES, MAX_TUPLES)
+    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS, TREES, MAX_TUPLES, LEAF_ORDER)
     router_keeps = "cut bits and the trees' leaf blocks"
     join_induced = True
 
@@ -82,7 +83,8 @@ class Pando(TreeOptimizer):
                         "estimated_rows_read_share": round(share, 6)})
         log.info("pando %s: k = %d, threshold %d sampled rows, %d k-tuples, %d blocks, estimated share of "
                  "rows read %.4f", inputs.table.name, k, grown.threshold, grown.n_tuples, blocks.n_blocks, share)
-        rule = tuple_blocks(layout, sort_columns(inputs.table, inputs.workload, settings["sort_column"]))
+        rule = tuple_blocks(layout, sort_columns(inputs.table, inputs.workload, settings["sort_column"],
+                                                 settings["leaf_order"]))
         return new_plan(self, inputs, settings, rule, (blocks.block_rows * sample.scale).tolist(), choices)
 
 

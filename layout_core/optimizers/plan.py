@@ -8,6 +8,8 @@ applies it (`spark.assign.with_plan_blocks`), the catalog stores it.
 Block rules (`assignment`), numbered from block 0 of the version:
 
 - `SortBlocks`: rows ranked by `columns` then a fixed tie order, cut every `block_rows`;
+- `ClusterBlocks`: the same inside each cluster (a date column truncated to a
+  day, month or year), clusters in order, no block holding two clusters;
 - `CurveBlocks`: the same over a space-filling curve key of `columns`;
 - `TreeBlocks`: every row routed through the qd-tree by its cut bits (bit 1 goes
   left), leaf l cut into `leaf_n_blocks[l]` ranges of `sort_columns`;
@@ -38,6 +40,45 @@ PLAN_FORMAT = 1
 class SortBlocks:
     columns: tuple[str, ...]
     block_rows: int
+
+
+CLUSTER_GRANULARITIES = ("day", "month", "year")
+
+
+@dataclass(frozen=True)
+class ClusterBlocks:
+    """Rows grouped into clusters by `cluster_column` truncated to `granularity`
+    (day, month or year; NULL is a cluster of its own, the first), clusters in
+    ascending order. A cluster's rows, ranked by `columns` then the fixed tie
+    order, are cut every `block_rows` rows, so no block holds rows of two
+    clusters (a cluster's last block may be small); blocks are numbered densely,
+    cluster after cluster, from 0.
+
+    The plan does not know the clusters (its vector sample has no cut bits to
+    tell them apart), so it reserves ceil(rows / block_rows) + max_clusters - 1
+    block ids, enough for any max_clusters clusters; ids past the ones the
+    clusters fill stay empty. Clusters after the first max_clusters - 1 share
+    the last cluster's blocks (their blocks may span several of them), so the
+    ids never exceed the reserved ones."""
+
+    cluster_column: str
+    granularity: str
+    columns: tuple[str, ...]
+    block_rows: int
+    max_clusters: int
+
+    def __post_init__(self) -> None:
+        if self.granularity not in CLUSTER_GRANULARITIES:
+            raise PlanError(f"cluster granularity is one of {', '.join(CLUSTER_GRANULARITIES)}, "
+                            f"not {self.granularity!r}")
+        if self.max_clusters < 1 or self.block_rows < 1:
+            raise PlanError(f"a cluster rule needs max_clusters and block_rows >= 1, not "
+                            f"{self.max_clusters} and {self.block_rows}")
+
+    def n_blocks(self, rows: int) -> int:
+        """The block ids to reserve for `rows` rows in at most max_clusters clusters:
+        sum(ceil(c_i / b)) <= ceil(sum(c_i) / b) + (number of clusters - 1)."""
+        return math.ceil(rows / self.block_rows) + self.max_clusters - 1 if rows else 0
 
 
 @dataclass(frozen=True)
@@ -105,8 +146,8 @@ class PieceBlocks:
     pieces: tuple[tuple[str, int, int, int], ...]  # (vector key, block, first row, end row)
 
 
-ASSIGNMENTS = {"sort": SortBlocks, "curve": CurveBlocks, "tree": TreeBlocks, "tuples": TupleBlocks,
-               "pieces": PieceBlocks}
+ASSIGNMENTS = {"sort": SortBlocks, "clusters": ClusterBlocks, "curve": CurveBlocks, "tree": TreeBlocks,
+               "tuples": TupleBlocks, "pieces": PieceBlocks}
 
 
 def as_lists(value):
@@ -137,7 +178,7 @@ class LayoutPlan:
     schema_fingerprint: str
     columns: tuple[str, ...]  # data columns: the fixed tie order of every rule
     cuts: tuple[str, ...]  # SQL of each cut, for logs and reports
-    assignment: SortBlocks | CurveBlocks | TreeBlocks | TupleBlocks | PieceBlocks
+    assignment: SortBlocks | ClusterBlocks | CurveBlocks | TreeBlocks | TupleBlocks | PieceBlocks
     expected_block_rows: tuple[float, ...]
     rows: int
     sample_scale: float = 1.0

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from .base import (BLOCK_ROWS, EXCLUDE_COLUMNS, MAX_CUTS, SAMPLE_ROWS, SORT_COLUMN, CandidateCut, Optimizer,
-                   excluded, sort_columns)
+from .base import (BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SAMPLE_ROWS, SORT_COLUMN, CandidateCut,
+                   Optimizer, check_leaf_order, excluded, sort_columns)
 from .plan import TreeBlocks, as_tuples, new_plan
 
 
@@ -17,12 +17,19 @@ class TreeOptimizer(Optimizer):
     0.532 of sortkey's blocks), built on a sample of about `sample_rows` rows
     with leaves of block_rows / scale sampled rows; every leaf becomes
     max(1, estimated rows // block_rows) blocks that are ranges of the in-leaf
-    sort column, so zone maps work inside a leaf."""
+    sort column, so zone maps work inside a leaf (leaf_order=join_key: of the
+    primary key's first column, so every block holds a narrow range of the
+    key joins match on)."""
 
-    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS)
+    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS, LEAF_ORDER)
     router_keeps = "cut bits"
     samples = True
     join_induced = False
+
+    def resolve(self, raw=None):
+        resolved = super().resolve(raw)
+        check_leaf_order(resolved["sort_column"], resolved["leaf_order"])  # at featurize, not after it
+        return resolved
 
     def choose_cuts(self, workload, settings):
         from ..workload.tree_inputs import candidate_cut_lists
@@ -44,7 +51,7 @@ class TreeOptimizer(Optimizer):
         from ..optimize.qdtree import greedy_tree, leaf_blocks, leaves, tree_to_json
 
         block_rows = settings["block_rows"]
-        order = sort_columns(inputs.table, inputs.workload, settings["sort_column"])
+        order = sort_columns(inputs.table, inputs.workload, settings["sort_column"], settings["leaf_order"])
         m = len(inputs.cuts)
         sample = inputs.vectors
         vc = VectorCounts(sample.vectors(m), sample.counts, np.ones(m))

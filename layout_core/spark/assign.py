@@ -11,7 +11,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..optimizers.plan import CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks, TupleBlocks
+from ..optimizers.plan import (ClusterBlocks, CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks,
+                               TupleBlocks)
 from .blocks import VECTOR_COLUMN, with_pieces
 
 BLOCK_INDEX = "_block"
@@ -42,6 +43,8 @@ def with_plan_blocks(df: DataFrame, plan: LayoutPlan) -> DataFrame:
     if isinstance(rule, SortBlocks):
         rank = F.row_number().over(Window.orderBy(*[F.col(c) for c in rule.columns], *order)) - 1
         return df.withColumn(BLOCK_INDEX, F.floor(rank / F.lit(rule.block_rows)).cast("int"))
+    if isinstance(rule, ClusterBlocks):
+        return _cluster_blocks(df, rule, order)
     if isinstance(rule, CurveBlocks):
         from .curves import curve_block_index, with_curve_key
 
@@ -55,6 +58,32 @@ def with_plan_blocks(df: DataFrame, plan: LayoutPlan) -> DataFrame:
     if isinstance(rule, PieceBlocks):
         return with_pieces(df, list(rule.pieces), f"{VECTOR_COLUMN} string", order)
     raise TypeError(f"no Spark rule for {type(rule).__name__}")
+
+
+def _cluster_blocks(df: DataFrame, rule: ClusterBlocks, order: list[Column]) -> DataFrame:
+    """Clusters (the column truncated to the granularity, NULL first) in order,
+    the first max_clusters - 1 each a group of their own and the rest one last
+    group; a group's rows ranked by (cluster, columns, tie order) and cut every
+    block_rows rows, its blocks numbered after the previous groups' blocks.
+    The per-cluster counts and block offsets are computed on the (small) table
+    of distinct clusters, then joined back to the rows."""
+    truncated = F.date_trunc(rule.granularity, F.col(rule.cluster_column))
+    keyed = df.withColumn("_cluster", truncated)
+    by_cluster = Window.orderBy(F.col("_cluster").asc_nulls_first())
+    before = Window.orderBy("_group").rowsBetween(Window.unboundedPreceding, -1)
+    clusters = (keyed.groupBy("_cluster").agg(F.count(F.lit(1)).alias("_cluster_rows"))
+                .withColumn("_group", F.least(F.row_number().over(by_cluster) - 1, F.lit(rule.max_clusters - 1))))
+    groups = (clusters.groupBy("_group").agg(F.sum("_cluster_rows").alias("_group_rows"))
+              .withColumn("_first", F.coalesce(
+                  F.sum(F.ceil(F.col("_group_rows") / F.lit(rule.block_rows))).over(before), F.lit(0))))
+    mapping = (clusters.join(groups, on="_group").select(F.col("_cluster").alias("_cluster_key"), "_group", "_first"))
+    ranked = Window.partitionBy("_group").orderBy(
+        F.col("_cluster").asc_nulls_first(), *[F.col(c).asc_nulls_first() for c in rule.columns], *order)
+    return (keyed.join(F.broadcast(mapping), keyed["_cluster"].eqNullSafe(mapping["_cluster_key"]), "inner")
+                 .withColumn("_rn", F.row_number().over(ranked) - 1)
+                 .withColumn(BLOCK_INDEX, (F.col("_first") + F.floor(F.col("_rn") / F.lit(rule.block_rows)))
+                             .cast("int"))
+                 .drop("_cluster", "_cluster_key", "_group", "_first", "_rn"))
 
 
 def _tree_blocks(df: DataFrame, rule: TreeBlocks, order: list[Column]) -> DataFrame:
