@@ -3,6 +3,7 @@
     LAYOUT_CATALOG_URL   catalog database (SQLAlchemy URL)  default sqlite:///.layout/catalog.db
     LAYOUT_WAREHOUSE     root folder of the laid-out tables  default .layout/warehouse
     LAYOUT_SCHEMA        schema name or file                 default tpch
+    LAYOUT_RANGE_SETS    ranges per block and column (n_r)   default 16 (1: min/max only)
     LAYOUT_CONFIG        the YAML file                       default ./layout.yaml if present
 
 The YAML file uses the same names in lower case without the prefix:
@@ -27,6 +28,7 @@ class Settings:
     catalog_url: str
     warehouse: str
     schema: str
+    range_sets: int = 16  # (skipping.zonemaps.DEFAULT_RANGE_SETS; config imports nothing of ours)
 
 
 class ConfigError(UserError, ValueError):
@@ -40,7 +42,7 @@ def _file_settings() -> dict:
     data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
-    unknown = set(data) - {"catalog_url", "warehouse", "schema"}
+    unknown = set(data) - {"catalog_url", "warehouse", "schema", "range_sets"}
     if unknown:
         raise ConfigError(f"{path}: unknown settings {sorted(unknown)}")
     return data
@@ -63,7 +65,19 @@ def load_settings(**overrides: str | None) -> Settings:
         catalog_url=pick("catalog_url", f"sqlite:///{default_db}"),
         warehouse=pick("warehouse", str((DEFAULT_HOME / "warehouse").resolve())),
         schema=pick("schema", "tpch"),
+        range_sets=_range_sets(pick("range_sets", "16")),
     )
     if settings.catalog_url.startswith("sqlite:///"):
         Path(settings.catalog_url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     return settings
+
+
+def _range_sets(text) -> int:
+    """n_r of the range-set statistics: 1 (min/max only) to 256."""
+    try:
+        value = int(str(text))
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 256:
+        raise ConfigError(f"range_sets must be an integer from 1 to 256, not {text!r}")
+    return value

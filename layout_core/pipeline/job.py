@@ -91,7 +91,7 @@ def main(step: str, argv: list[str] | None = None) -> int:
             elif step == "verify":
                 steps.verify(spark, paths, table, catalog)
             elif step == "update_catalog":
-                steps.update_catalog(spark, paths, table, catalog, schema)
+                steps.update_catalog(spark, paths, table, catalog, schema, settings.range_sets)
     except steps.StepError as e:
         logging.getLogger("layout.pipeline").error("%s failed: %s", step, e)
         return 1

@@ -35,6 +35,7 @@ from ..optimizers import PlanError
 from ..optimizers.plan import TreeBlocks, as_lists
 from ..predicates import dumps, loads
 from ..schema import Schema, TableSchema
+from ..skipping.zonemaps import DEFAULT_RANGE_SETS
 from .artifacts import (ArtifactError, CutEntry, Features, IngestSummary, Vectors, Verification, WrittenBlocks,
                         read_artifact, write_artifact, write_json)
 
@@ -457,9 +458,10 @@ def _node_records(tree: int, root) -> list:
 
 
 def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
-                   schema: Schema | None = None) -> dict:
-    """Cuts (with literal keys), the plan and its tree, per-block stats, cut bit
-    vectors and lineage, then activate (retiring the old version)."""
+                   schema: Schema | None = None, range_sets: int = DEFAULT_RANGE_SETS) -> dict:
+    """Cuts (with literal keys), the plan and its tree, per-block stats (range
+    sets of at most `range_sets` ranges per column), cut bit vectors and
+    lineage, then activate (retiring the old version)."""
     from ..spark.assign import block_leaf_sets
     from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_bit_vector
     from ..spark.induced import with_layout_cut_flags
@@ -490,7 +492,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     summaries, lineage = [], {}
     if frame is not None:
         flagged = with_bit_vector(with_layout_cut_flags(frame, predicates, frames), len(predicates)).cache()
-        summaries = summarize_blocks(flagged, table, len(predicates))
+        summaries = summarize_blocks(flagged, table, len(predicates), range_sets)
         lineage = block_leaf_sets(flagged, plan.routing_trees(), BLOCK_COLUMN)
         flagged.unpersist()
     blocks = []
@@ -512,7 +514,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     except CatalogError as e:
         raise StepError(f"cannot activate version {version}: {e}") from None
     numbers = {"version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks),
-               "expected_blocks": plan.n_blocks}
+               "expected_blocks": plan.n_blocks, "range_sets": range_sets}
     error = block_rows_error(plan, summaries, written.first_block_id)
     if error is not None:
         numbers["block_rows_error_max"] = error
