@@ -101,7 +101,7 @@ def cmd_route(args) -> int:
     from .skipping.router import route_query
 
     schema, index = _routing(args)
-    route = route_query(_read_sql(args.sql), index, schema)
+    route = route_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
     for w in route.warnings:
         log.warning(w)
     if args.json:
@@ -109,6 +109,7 @@ def cmd_route(args) -> int:
         return 0
     if not route.analyzed:
         print("read everything (the query could not be analyzed)")
+    names = {r.ref: r.alias or r.table for r in route.refs}
     for r in route.refs:
         if r.read_all:
             print(f"{r.table} AS {r.alias}: no active layout, read everything")
@@ -119,6 +120,11 @@ def cmd_route(args) -> int:
         for p in r.partitions:
             name = p.partition or "(unpartitioned)"
             print(f"  {name} v{p.version_id}: blocks {list(p.blocks)}")
+        for d in route.dips:
+            if d.edge.to_ref == r.ref:
+                print(f"  {d.describe(names)} skipped blocks {[b for part in d.removed for b in part]}")
+    if route.analyzed and not args.no_dips:
+        print(f"{route.dips_built} diPs built, {len(route.dips)} of them skipped blocks")
     return 0
 
 
@@ -127,7 +133,7 @@ def cmd_rewrite(args) -> int:
     from .skipping.router import route_query
 
     schema, index = _routing(args)
-    route = route_query(_read_sql(args.sql), index, schema)
+    route = route_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
     for w in route.warnings:
         log.warning(w)
     print(rewrite_sql(route, index))
@@ -205,7 +211,7 @@ def cmd_bench_tpch(args) -> int:
 
     layouts = tuple(name for name in args.layouts.split(",") if name)
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
-                 work=Path(args.work), layouts=layouts, spark_e2e=args.spark)
+                 work=Path(args.work), layouts=layouts, spark_e2e=args.spark, dips=args.dips)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2) if args.json else format_result(result))
     return 0
@@ -289,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("sql", help="the query, @file, or - for stdin")
         p.add_argument("--catalog", help="catalog URL (default: LAYOUT_CATALOG_URL or .layout/catalog.db)")
         p.add_argument("--schema", help="schema name (tpch) or YAML/JSON file")
+        p.add_argument("--no-dips", action="store_true",
+                       help="skip blocks by each table's own predicate only, not by data-induced predicates "
+                            "from the tables it joins")
         if name == "route":
             p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
@@ -329,11 +338,14 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
     bt.add_argument("--work", default=".layout/bench/tpch", help="folder for data and results")
     bt.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
-                    help="comma-separated layouts (default: these five; also pando-K with K trees, "
-                         "e.g. pando-2,pando-3,pando-4, and pando-auto)")
+                    help="comma-separated layouts (default: these five; also tuned, pando-K with K trees, "
+                         "e.g. pando-2,pando-3,pando-4, pando-auto, and mto(join_key): leaves ordered by the key)")
     bt.add_argument("--spark", action="store_true",
                     help="also write sortkey and mto as block folders and time the test queries on Spark "
                          "(rewritten with their routes; answers compared)")
+    bt.add_argument("--dips", action="store_true",
+                    help="also route every layout with data-induced predicates (rows <layout>+dips), lay out "
+                         "tuned and mto(join_key) too, and compute the semi-join lower bound")
     bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
 

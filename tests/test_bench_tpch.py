@@ -24,7 +24,8 @@ def b1(tmp_path_factory):
     # its own process: B1 starts and stops a SparkSession of its own
     done = subprocess.run(
         [sys.executable, "-m", "layout_core.cli", "bench", "tpch", "--sf", "0.01", "--block-rows", "1000",
-         "--per-template", "2", "--layouts", "sortkey,qdtree,mto,pando-3", "--spark", "--work", str(work), "--json"],
+         "--per-template", "2", "--layouts", "sortkey,qdtree,mto,pando-3", "--spark", "--dips",
+         "--work", str(work), "--json"],
         capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout), work
@@ -32,7 +33,8 @@ def b1(tmp_path_factory):
 
 def test_b1_reports_what_the_issue_asks_for(b1):
     result, work = b1
-    assert set(result["layouts"]) == {"sortkey", "qdtree", "mto", "pando-3"}
+    laid_out = {"sortkey", "qdtree", "mto", "pando-3", "tuned", "mto(join_key)"}
+    assert set(result["layouts"]) == laid_out | {f"{name}+dips" for name in laid_out}
     for layout in result["layouts"].values():
         assert isinstance(layout["index_bytes"], int)
         assert isinstance(layout["blocks_read"], int) and isinstance(layout["rows_read"], int)
@@ -54,7 +56,22 @@ def test_b1_reports_what_the_issue_asks_for(b1):
 def test_no_layout_reads_fewer_rows_than_the_queries_need(b1):
     result, _ = b1
     for name, layout in result["layouts"].items():
-        assert layout["rows_read"] >= result["rows_needed"], name
+        if name.endswith("+dips"):  # diPs may skip rows the references' own predicates admit
+            assert layout["rows_read"] >= result["semijoin_rows_needed"], name
+        else:
+            assert layout["rows_read"] >= result["rows_needed"], name
+    assert result["semijoin_rows_needed"] <= result["rows_needed"]
+    assert 0 < result["semijoin_lower_bound_blocks"] <= result["lower_bound_blocks"]
+
+
+def test_diPs_only_ever_skip_more(b1):
+    result, _ = b1
+    for name in ("sortkey", "mto", "tuned", "mto(join_key)"):
+        plain, dips = result["layouts"][name], result["layouts"][f"{name}+dips"]
+        assert dips["blocks_read"] <= plain["blocks_read"], name
+        assert dips["queries_skipping_third"] >= plain["queries_skipping_third"], name
+    assert result["best_dips"].endswith("+dips")
+    assert result["router_ms_dips"]["p50"] > 0 and result["sqlglot_ms"]["p50"] > 0
 
 
 def test_rewritten_queries_give_the_raw_answers_on_every_layout(b1):
@@ -62,5 +79,6 @@ def test_rewritten_queries_give_the_raw_answers_on_every_layout(b1):
     assert spark["queries"] == 22
     assert spark["identical_answers"], spark["mismatches"]
     # "needed": each reference reads a copy of just the rows its predicate admits
-    assert all(q[k]["equal"] for q in spark["per_query"] for k in ("sortkey", "mto", "pando-3", "needed"))
+    best = b1[0]["best_dips"]  # routed with diPs on its layout's block folders
+    assert all(q[k]["equal"] for q in spark["per_query"] for k in ("sortkey", "mto", "pando-3", best, "needed"))
     assert spark["seconds"]["needed"] > 0

@@ -41,6 +41,7 @@ import logging
 import math
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,8 @@ from .sun import LONG_RUN_JVM
 log = logging.getLogger("layout.bench.tpch")
 
 LAYOUTS = ("sortkey", "zorder", "hilbert", "qdtree", "mto")
+DIP_LAYOUTS = ("tuned", "mto(join_key)")  # laid out too with --dips
+DIPS = "+dips"  # a layout routed with diPs
 SORT_KEYS = {"lineitem": "l_shipdate", "orders": "o_orderdate"}  # sortkey's column; others: the primary key
 E2E_LAYOUTS = ("sortkey", "mto")  # and pando-3 when it is laid out
 E2E_OPTIONAL = ("pando-3",)
@@ -72,13 +75,25 @@ ROUTER_ROUNDS = 5
 
 
 def layout_optimizer(layout: str) -> tuple[str, dict]:
-    """A B1 layout name as (registered optimizer, settings): `pando-3` is pando with 3 trees."""
-    if layout in LAYOUTS:
-        return layout, {}
-    name, _, trees = layout.partition("-")
-    if name == "pando" and (trees == "auto" or trees.isdigit()):
-        return "pando", {"trees": trees}
-    raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}, pando-K (K trees), pando-auto")
+    """A B1 layout name as (registered optimizer, settings): `pando-3` is pando
+    with 3 trees, `mto(join_key)` is mto with leaf_order=join_key."""
+    base, order = layout, ""
+    if layout.endswith(")") and "(" in layout:
+        base, order = layout[:-1].split("(", 1)
+    name, _, trees = base.partition("-")
+    settings: dict = {}
+    if trees and name == "pando" and (trees == "auto" or trees.isdigit()):
+        settings["trees"] = trees
+    elif trees or name not in (*LAYOUTS, "tuned"):
+        name = ""
+    if order:
+        if order not in ("join_key", "range") or name not in ("qdtree", "mto", "pando"):
+            name = ""
+        settings["leaf_order"] = order
+    if not name:
+        raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}, tuned, pando-K (K trees), "
+                         "pando-auto, and a tree layout with its leaf order, e.g. mto(join_key)")
+    return name, settings
 
 
 def layout_settings(layout: str, table: str, block_rows: int, extra: dict | None = None) -> dict:
@@ -105,9 +120,13 @@ def index_bytes(plan, tree_nodes: int, lineage: dict, literal_key_bytes: int) ->
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
         work: Path = Path(".layout/bench/tpch"), layouts=LAYOUTS, spark_e2e: bool = False,
-        tree_settings: dict | None = None) -> dict:
+        tree_settings: dict | None = None, dips: bool = False) -> dict:
     """`tree_settings` (e.g. {"max_cuts": 48, "sample_rows": 0}) override the
-    qdtree/mto defaults, for measuring variants."""
+    qdtree/mto defaults, for measuring variants. With `dips`, every layout is
+    also routed with diPs (rows `<layout>+dips`), `tuned` and `mto(join_key)`
+    are laid out too, and the semi-join lower bound is computed."""
+    if dips:
+        layouts = tuple(dict.fromkeys((*layouts, *DIP_LAYOUTS)))
     from ..catalog import BlockRecord
     from ..pipeline.in_memory import lay_out_in_memory
     from ..pipeline.steps import tree_records
@@ -130,8 +149,11 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     if spark_e2e and not set(E2E_LAYOUTS) <= set(layouts):
         raise ValueError(f"the Spark run needs the layouts {E2E_LAYOUTS}")
     e2e_layouts = E2E_LAYOUTS + tuple(k for k in E2E_OPTIONAL if k in layouts)
+    if dips:  # the best diPs variant is known only after routing: write every candidate
+        e2e_layouts = tuple(dict.fromkeys((*e2e_layouts, *DIP_LAYOUTS, "mto")))
     spark = local_session("layout-bench-tpch", extra=LONG_RUN_JVM)
     indexes: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}
+    ranged: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}  # with range sets, for diPs
     stage_seconds = {name: {} for name in layouts}
     plans: dict[str, dict[str, dict]] = {name: {} for name in layouts}
     blocks_total = {name: {} for name in layouts}
@@ -176,7 +198,12 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                                      **({"choices": dict(laid.plan.choices)} if laid.plan.choices else {})}
                 records = [BlockRecord(b.block_id, b.row_count, 0, "", b.stats, b.union_bits, b.all_bits,
                                        leaves=lineage.get(b.block_id, ())) for b in summaries]
-                indexes[kind][name] = LayoutIndex.from_blocks(name, records, [c.predicate for c in laid.cuts],
+                if dips:
+                    ranged[kind][name] = LayoutIndex.from_blocks(name, records, [c.predicate for c in laid.cuts],
+                                                                 trees=nodes)
+                # the plain rows keep min/max zone maps, as B1 always measured them
+                plain = [replace(r, stats=min_max_only(r.stats)) for r in records]
+                indexes[kind][name] = LayoutIndex.from_blocks(name, plain, [c.predicate for c in laid.cuts],
                                                               trees=nodes)
                 log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(summaries), len(laid.cuts),
                          seconds)
@@ -198,54 +225,41 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 needed_blocks += blocks_needed
                 needed_by_table[ref.table] = needed_by_table.get(ref.table, 0) + blocks_needed
                 needed_by_template[str(tq.template)] = needed_by_template.get(str(tq.template), 0) + blocks_needed
+        routing = {name: RoutingIndex({t: (ix,) for t, ix in indexes[name].items()}, {}) for name in layouts}
+        routing.update({f"{name}{DIPS}": RoutingIndex({t: (ix,) for t, ix in ranged[name].items()}, {})
+                        for name in layouts if dips})
+        result_layouts = {}
+        per_template: dict[str, dict[int, int]] = {}
+        row_names = [*layouts, *([f"{name}{DIPS}" for name in layouts] if dips else [])]
+        for row in row_names:
+            name = row.removesuffix(DIPS)
+            n_blocks = sum(blocks_total[name].values())
+            stages = {stage: round(sum(s.get(stage, 0.0) for s in stage_seconds[name].values()), 2)
+                      for stage in STAGES}
+            result_layouts[row] = {
+                **read_counts(test_q, test, routing[row], schema, row.endswith(DIPS)),
+                "blocks_total": n_blocks,
+                # tree leaves hold >= block_rows rows (MTO §2.1.3), so their blocks
+                # are larger on average than the others': compare rows read too
+                "mean_block_rows": round(sum(table_rows.values()) / max(1, n_blocks)),
+                "stage_seconds": stages, "stage_seconds_per_table": stage_seconds[name],
+                "index_bytes": index_size[name], "plans": plans[name]}
+            per_template[row] = result_layouts[row].pop("_per_template")
+        best_dips = min((r for r in result_layouts if r.endswith(DIPS)),
+                        key=lambda r: result_layouts[r]["blocks_read"], default=None)
+        semijoin = semijoin_lower_bound(spark, test, block_rows) if dips else None
         if spark_e2e:
             for frame in tables.values():
                 frame.unpersist()
+            e2e_kinds = [*E2E_LAYOUTS, *(k for k in E2E_OPTIONAL if k in layouts), *([best_dips] if best_dips else [])]
             e2e = spark_end_to_end(spark, schema, [q.sql for q in test_q], paths, folders,
-                                   {kind: RoutingIndex({t: (ix,) for t, ix in indexes[kind].items()}, {})
-                                    for kind in e2e_layouts})
+                                   {kind: routing[kind] for kind in e2e_kinds})
     finally:
         spark.stop()
 
-    result_layouts = {}
-    per_template: dict[str, dict[int, int]] = {}
-    for name in layouts:
-        index = RoutingIndex({t: (ix,) for t, ix in indexes[name].items()}, {})
-        blocks = rows = 0
-        by_table: dict[str, dict] = {}
-        per_template[name] = {}
-        for q, a in zip(test_q, test):
-            route = route_analysis(a, index, schema)
-            for r in route.refs:
-                slot = by_table.setdefault(r.table, {"blocks_read": 0, "rows_read": 0})
-                slot["blocks_read"] += len(r.blocks)
-                slot["rows_read"] += r.rows
-                blocks += len(r.blocks)
-                rows += r.rows
-                per_template[name][q.template] = per_template[name].get(q.template, 0) + len(r.blocks)
-        n_blocks = sum(blocks_total[name].values())
-        stages = {stage: round(sum(s.get(stage, 0.0) for s in stage_seconds[name].values()), 2)
-                  for stage in STAGES}
-        result_layouts[name] = {"blocks_read": blocks, "rows_read": rows,
-                                "blocks_total": n_blocks,
-                                # tree leaves hold >= block_rows rows (MTO §2.1.3), so their blocks
-                                # are larger on average than the others': compare rows read too
-                                "mean_block_rows": round(sum(table_rows.values()) / max(1, n_blocks)),
-                                "stage_seconds": stages, "stage_seconds_per_table": stage_seconds[name],
-                                "index_bytes": index_size[name],
-                                "plans": plans[name], "tables": by_table}
-    latencies = []
-    for name in layouts:
+    for name in result_layouts:
         result_layouts[name]["blocks_per_template"] = {str(t): n for t, n in sorted(per_template[name].items())}
-    if "mto" in layouts:
-        index = RoutingIndex({t: (ix,) for t, ix in indexes["mto"].items()}, {})
-        for q in test_q:  # routing includes parsing; a query's latency is its median over the rounds
-            rounds = []
-            for _ in range(ROUTER_ROUNDS):
-                started = time.perf_counter()
-                route_query(q.sql, index, schema)
-                rounds.append((time.perf_counter() - started) * 1000)
-            latencies.append(float(np.median(rounds)))
+    latencies = router_latencies(test_q, routing["mto"], schema, dips=False) if "mto" in layouts else []
     base = result_layouts.get("sortkey", {}).get("blocks_read") or 1
     base_rows = result_layouts.get("sortkey", {}).get("rows_read") or 1
     for v in result_layouts.values():
@@ -261,14 +275,119 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         "lower_bound_blocks": needed_blocks, "rows_needed": needed_rows,
         "lower_bound_by_table": needed_by_table,
         "lower_bound_per_template": dict(sorted(needed_by_template.items(), key=lambda kv: int(kv[0]))),
-        "router_ms": {"p50": round(float(np.percentile(latencies, 50)), 3) if latencies else 0.0,
-                      "p99": round(float(np.percentile(latencies, 99)), 3) if latencies else 0.0,
-                      "rounds": ROUTER_ROUNDS},
+        "router_ms": _percentiles(latencies),
         "chart": str(chart),
     }
+    if dips:
+        out.update(semijoin)
+        if best_dips:
+            out["best_dips"] = best_dips
+            out["router_ms_dips"] = _percentiles(
+                router_latencies(test_q, routing[best_dips], schema, dips=True))
+        out["sqlglot_ms"] = _percentiles(sqlglot_latencies(test_q))
     if e2e is not None:
         out["spark"] = e2e
     return out
+
+
+def min_max_only(stats: dict) -> dict:
+    """Block statistics without range sets: the zone maps every layout had before diPs."""
+    return {c: {k: v for k, v in s.items() if k != "ranges"} for c, s in stats.items()}
+
+
+def read_counts(queries, analyses, index: RoutingIndex, schema, dips: bool) -> dict:
+    """Blocks and rows the test queries read on one layout, per table and per
+    template (`_per_template`), and how many skip at least a third of their rows."""
+    blocks = rows = skipping_third = 0
+    by_table: dict[str, dict] = {}
+    by_template: dict[int, int] = {}
+    for q, a in zip(queries, analyses):
+        route = route_analysis(a, index, schema, dips=dips)
+        read = total = 0
+        for r in route.refs:
+            slot = by_table.setdefault(r.table, {"blocks_read": 0, "rows_read": 0})
+            slot["blocks_read"] += len(r.blocks)
+            slot["rows_read"] += r.rows
+            blocks += len(r.blocks)
+            rows += r.rows
+            read, total = read + r.rows, total + r.rows_total
+            by_template[q.template] = by_template.get(q.template, 0) + len(r.blocks)
+        skipping_third += total > 0 and (total - read) * 3 >= total
+    return {"blocks_read": blocks, "rows_read": rows, "queries_skipping_third": skipping_third,
+            "tables": by_table, "_per_template": by_template}
+
+
+def semijoin_lower_bound(spark, analyses, block_rows: int) -> dict:
+    """The limit of diPs: per test reference, the rows that survive its own
+    predicate and the full semi-join reduction of the query's joins (every
+    edge `a -> b` of the analysis, each source reduced in turn, along a
+    spanning tree rooted at the reference: exact for a tree-shaped join graph,
+    a little above the limit for one with cycles), as ceil(rows / block_rows)."""
+    blocks = rows = 0
+    cache: dict[str, int] = {}
+    for a in analyses:
+        for ref in a.refs:
+            sql = _reduced_sql(a, ref.key, frozenset())
+            if sql not in cache:
+                cache[sql] = spark.sql(f"SELECT count(*) FROM ({sql}) AS r").collect()[0][0]
+            rows += cache[sql]
+            blocks += math.ceil(cache[sql] / block_rows)
+    return {"semijoin_lower_bound_blocks": blocks, "semijoin_rows_needed": rows}
+
+
+def _reduced_sql(analysis, key: str, visited: frozenset) -> str:
+    """SQL for the rows of reference `key` that pass its predicate and match, on
+    every incoming edge from a reference not yet visited, that reference's reduced rows."""
+    from ..predicates import identifier
+
+    ref = analysis.ref(key)
+    conditions = []
+    predicate = analysis.predicate(key, ())
+    if predicate != TRUE:
+        conditions.append(to_sql(predicate))
+    visited = visited | {key}
+    for edge in sorted(analysis.edges, key=lambda e: (e.from_ref, e.from_column, e.to_column)):
+        if edge.to_ref == key and edge.from_ref not in visited:
+            source = _reduced_sql(analysis, edge.from_ref, visited)
+            conditions.append(f"{identifier(edge.to_column)} IN (SELECT {identifier(edge.from_column)} "
+                              f"FROM ({source}) AS s)")
+            visited = visited | {edge.from_ref}
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"SELECT * FROM {identifier(ref.table)}{where}"
+
+
+def router_latencies(queries, index: RoutingIndex, schema, dips: bool) -> list[float]:
+    """Per query, the median milliseconds of routing it (parsing included) over ROUTER_ROUNDS."""
+    out = []
+    for q in queries:
+        rounds = []
+        for _ in range(ROUTER_ROUNDS):
+            started = time.perf_counter()
+            route_query(q.sql, index, schema, dips=dips)
+            rounds.append((time.perf_counter() - started) * 1000)
+        out.append(float(np.median(rounds)))
+    return out
+
+
+def sqlglot_latencies(queries) -> list[float]:
+    """The baseline of router latency: a plain sqlglot parse and generate of each query."""
+    import sqlglot
+
+    out = []
+    for q in queries:
+        rounds = []
+        for _ in range(ROUTER_ROUNDS):
+            started = time.perf_counter()
+            sqlglot.parse_one(q.sql, dialect="spark").sql(dialect="spark")
+            rounds.append((time.perf_counter() - started) * 1000)
+        out.append(float(np.median(rounds)))
+    return out
+
+
+def _percentiles(latencies: list[float]) -> dict:
+    return {"p50": round(float(np.percentile(latencies, 50)), 3) if latencies else 0.0,
+            "p99": round(float(np.percentile(latencies, 99)), 3) if latencies else 0.0,
+            "rounds": ROUTER_ROUNDS}
 
 
 def spark_end_to_end(spark, schema, statements: list[str], raw_paths: dict, folders: Path,
@@ -297,8 +416,10 @@ def spark_end_to_end(spark, schema, statements: list[str], raw_paths: dict, fold
 
     kinds = [*indexes, NEEDED]
     raw = {t: spark.read.parquet(str(raw_paths[t])) for t in schema.tables}
-    laid = {k: {t: spark.read.parquet(str(folders / k / t)) for t in schema.tables} for k in indexes}
-    locations = {k: {t: str(folders / k / t) for t in schema.tables} for k in indexes}
+    # `mto+dips` reads mto's blocks, routed with diPs
+    laid = {k: {t: spark.read.parquet(str(folders / k.removesuffix(DIPS) / t)) for t in schema.tables}
+            for k in indexes}
+    locations = {k: {t: str(folders / k.removesuffix(DIPS) / t) for t in schema.tables} for k in indexes}
 
     def use(frames):
         for t, frame in frames.items():
@@ -317,7 +438,8 @@ def spark_end_to_end(spark, schema, statements: list[str], raw_paths: dict, fold
         rows, seconds, _ = timed(sql)
         reference.append(rows)
         raw_seconds += seconds
-    rewritten = {k: [rewrite_sql(route_query(sql, indexes[k], schema), indexes[k]) for sql in statements]
+    rewritten = {k: [rewrite_sql(route_query(sql, indexes[k], schema, dips=k.endswith(DIPS)), indexes[k])
+                     for sql in statements]
                  for k in indexes}
     needed_started = time.monotonic()
     rewritten[NEEDED] = needed_rows_queries(spark, schema, statements, raw_paths, folders / NEEDED)
@@ -423,12 +545,19 @@ def format_result(r: dict) -> str:
              f"{r['train_queries']} training / {r['test_queries']} test queries",
              f"{'layout':9s} {'blocks read':>12s} {'vs sortkey':>10s} {'rows read':>12s} {'vs sortkey':>10s} "
              f"{'rows/block':>10s} {'index KiB':>9s}  seconds ({', '.join(STAGES)})"]
+    width = max(9, *(len(name) for name in r["layouts"]))
     for name, v in r["layouts"].items():
-        lines.append(f"{name:9s} {v['blocks_read']:12d} {v['blocks_vs_sortkey']:10.3f} {v['rows_read']:12d} "
+        lines.append(f"{name:{width}s} {v['blocks_read']:12d} {v['blocks_vs_sortkey']:10.3f} {v['rows_read']:12d} "
                      f"{v['rows_vs_sortkey']:10.3f} {v['mean_block_rows']:10d} {v['index_bytes'] / 1024:9.1f}  "
-                     + " ".join(f"{v['stage_seconds'][stage]:.1f}" for stage in STAGES))
+                     + " ".join(f"{v['stage_seconds'][stage]:.1f}" for stage in STAGES)
+                     + f"  (skip >= 1/3: {v['queries_skipping_third']} queries)")
     lines.append(f"lower bound: {r['lower_bound_blocks']} blocks; router p50 {r['router_ms']['p50']} ms, "
                  f"p99 {r['router_ms']['p99']} ms; chart {r['chart']}")
+    if "semijoin_lower_bound_blocks" in r:
+        lines.append(f"semi-join lower bound (the limit of diPs): {r['semijoin_lower_bound_blocks']} blocks")
+    if "router_ms_dips" in r:
+        lines.append(f"router with diPs ({r['best_dips']}): p50 {r['router_ms_dips']['p50']} ms, "
+                     f"p99 {r['router_ms_dips']['p99']} ms; sqlglot parse+generate p50 {r['sqlglot_ms']['p50']} ms")
     if "spark" in r:
         e = r["spark"]
         lines.append(f"Spark, {e['queries']} test queries: raw tables {e['raw_seconds']} s, "
