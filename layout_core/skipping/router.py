@@ -285,6 +285,8 @@ def _layout_index(layout: ActiveLayout, active_versions: dict[str, set[int]],
 def column_stats(raw: dict, row_count: int) -> dict[str, ColumnStats]:
     out = {}
     for column, s in raw.items():
+        if s.get("tainted"):
+            continue  # rows changed since the statistics were made (diPs §4.1): unknown
         try:
             out[column] = ColumnStats(
                 value_from_json(s.get("min")), value_from_json(s.get("max")),
