@@ -7,7 +7,8 @@ table's active layouts, a block is skipped only when one of these is proven:
    satisfies cut i (bit i of its union vector is 0);
 2. the query's predicate and cut i are disjoint, and every row of the block
    satisfies cut i (bit i of its all vector is 1);
-3. per-column min/max/null counts (zone maps) show no row can match;
+3. per-column range sets and null counts (zone maps: one range, min/max)
+   show no row can match;
 4. some tree of the layout (qd-tree and MTO keep one, Pando k) skips every
    leaf holding rows of the block (its lineage, `BlockRecord.leaves`). A
    query skips a leaf when a cut j on the leaf's root-to-leaf path rules it
@@ -19,6 +20,12 @@ table's active layouts, a block is skipped only when one of these is proven:
    skips anything (the catalog's trees cannot be trusted).
 
 Each is a verdict of ROWS_CANNOT_MATCH for the block (`skipping.verdict`).
+Then, unless turned off (`dips=False`):
+
+5. a data-induced predicate (diP) of a join: the union of the join column's
+   range sets over the blocks another reference keeps, on an edge of the
+   analysis, meets none of the block's ranges on its own join column
+   (`skipping.dips`).
 
 The query's predicate on a table is its filter plus the join-induced
 predicates its joins push onto it (see sql.analysis). A join-induced cut is
