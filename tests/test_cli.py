@@ -114,6 +114,49 @@ def test_route_and_rewrite(catalog_env, capsys):
     assert "active" in capsys.readouterr().out
 
 
+@pytest.fixture
+def star_env(tmp_path, monkeypatch):
+    """customer blocks by segment, orders blocks by customer key: a diP can skip orders."""
+    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("LAYOUT_CATALOG_URL", url)
+
+    def stats(**columns):
+        return {c: {"min": value_to_json(lo), "max": value_to_json(hi), "null_count": 0}
+                for c, (lo, hi) in columns.items()}
+
+    with Catalog(url) as catalog:
+        ids = {}
+        for table, blocks in (
+            ("customer", [stats(c_custkey=(1, 10), c_mktsegment=("BUILDING", "BUILDING")),
+                          stats(c_custkey=(11, 20), c_mktsegment=("MACHINERY", "MACHINERY"))]),
+            ("orders", [stats(o_custkey=(1, 10)), stats(o_custkey=(11, 20))]),
+        ):
+            catalog.register_table(table, str(tmp_path / table))
+            version, block_ids = catalog.begin_version(table, "", "handmade", {}, "r", len(blocks))
+            catalog.set_blocks(version, [BlockRecord(b, 10, 100, f"p{b}", s, 0, 0)
+                                         for b, s in zip(block_ids, blocks)])
+            catalog.activate(version)
+            ids[table] = block_ids
+    return ids
+
+
+def test_route_shows_which_diP_skipped_which_blocks(star_env, capsys):
+    sql = ("SELECT count(*) FROM customer c JOIN orders o ON c.c_custkey = o.o_custkey "
+           "WHERE c.c_mktsegment = 'MACHINERY'")
+    kept, skipped = star_env["orders"][1], star_env["orders"][0]
+    assert main(["route", sql]) == 0
+    out = capsys.readouterr().out
+    assert "orders AS o: 1/2 blocks" in out
+    assert f"diP c.c_custkey -> o.o_custkey skipped blocks [{skipped}]" in out
+    assert main(["route", sql, "--json"]) == 0
+    route = json.loads(capsys.readouterr().out)
+    assert route["dips"][0]["blocks_removed"] == [skipped] and route["dips_built"] >= 1
+    assert [r["blocks"] for r in route["refs"] if r["alias"] == "o"] == [[kept]]
+    assert main(["route", sql, "--no-dips", "--json"]) == 0
+    route = json.loads(capsys.readouterr().out)
+    assert route["dips"] == [] and [len(r["blocks"]) for r in route["refs"] if r["alias"] == "o"] == [2]
+
+
 def test_route_of_malformed_sql_reads_everything(catalog_env, capsys, caplog):
     assert main(["route", "SELEC oops", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["analyzed"] is False
