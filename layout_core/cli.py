@@ -125,6 +125,8 @@ def cmd_route(args) -> int:
                 print(f"  {d.describe(names)} skipped blocks {[b for part in d.removed for b in part]}")
     if route.analyzed and not args.no_dips:
         print(f"{route.dips_built} diPs built, {len(route.dips)} of them skipped blocks")
+        for note in route.dip_notes:
+            print(f"  {note}")
     return 0
 
 

@@ -174,3 +174,42 @@ def test_dates_and_strings_make_diPs_too():
     assert list(DataPred.union([(names, np.array([True]))]).meets(probe)) == [False, True]
     # two families exchange nothing
     assert list(DataPred.union([(names, np.array([True]))]).meets(other)) == [True, True]
+
+
+def test_a_full_join_passes_no_diP_either_way():
+    sql = """SELECT o.o_orderkey, l.l_quantity FROM orders o FULL JOIN lineitem l ON o.o_orderkey = l.l_orderkey
+             WHERE o.o_custkey <= 50 OR o.o_custkey IS NULL"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [10, 11, 12, 13, 14] and route.dips == ()
+
+
+def test_a_derived_table_with_group_by_neither_sends_nor_receives():
+    sql = """SELECT o.o_orderkey, t.n FROM orders o,
+             (SELECT l.l_orderkey, count(*) AS n FROM lineitem l GROUP BY l.l_orderkey) t
+             WHERE t.l_orderkey = o.o_orderkey AND o.o_custkey <= 50"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [10, 11, 12, 13, 14]  # its groups are counted over all its rows
+
+
+def test_in_over_a_group_by_of_the_key_passes_diPs_both_ways():
+    sql = """SELECT l.l_quantity FROM lineitem l WHERE l.l_orderkey IN
+             (SELECT o.o_orderkey FROM orders o WHERE o.o_custkey BETWEEN 120 AND 130 GROUP BY o.o_orderkey)"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [12]
+    assert _blocks(route, "l") == [12, 14]
+
+
+def test_except_passes_no_diP_between_its_sides():
+    sql = """SELECT o.o_orderkey FROM orders o WHERE o.o_custkey <= 50
+             EXCEPT SELECT l.l_orderkey FROM lineitem l"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [10, 11, 12, 13, 14]
+
+
+def test_an_edge_without_statistics_says_so():
+    sql = "SELECT count(*) FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey"
+    route = route_query(sql, INDEX, SCHEMA)
+    assert any("statistics are unknown" in note for note in route.dip_notes), route.dip_notes
+    sql = "SELECT count(*) FROM orders o JOIN lineitem l ON l.l_suppkey = o.o_custkey WHERE o.o_custkey < 5"
+    route = route_query(sql, INDEX, SCHEMA)
+    assert any("l_suppkey has no usable statistics" in note for note in route.dip_notes), route.dip_notes

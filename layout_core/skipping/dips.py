@@ -187,6 +187,7 @@ class DipExchange:
     keep: dict[str, list[np.ndarray]]  # ref -> per layout, the blocks still read
     built: int  # diPs computed
     effects: tuple[DipEffect, ...]  # those that removed blocks, in order
+    notes: tuple[str, ...] = ()  # edges that carried no diP, and why
 
 
 def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: Mapping[str, Sequence[np.ndarray]],
@@ -201,7 +202,7 @@ def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: 
     usable = [e for e in edges if e.from_ref in layouts and e.to_ref in layouts and e.from_ref != e.to_ref]
     queue = _schedule(usable)
     queued = set(queue)
-    built, effects = 0, []
+    built, effects, notes = 0, [], {}
     out_edges: dict[str, list[Edge]] = {}
     for e in usable:
         out_edges.setdefault(e.from_ref, []).append(e)
@@ -211,15 +212,19 @@ def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: 
         source = [(ranges_of(layout, edge.from_column), mask)
                   for layout, mask in zip(layouts[edge.from_ref], keep[edge.from_ref])]
         if any(r is None for r, _ in source):
+            notes[edge] = f"{edge.from_ref}.{edge.from_column} has no usable statistics: it sends no diP"
             continue
         dip = DataPred.union(source)
         built += 1
         if dip is None:
+            notes[edge] = (f"{edge.from_ref}.{edge.from_column}: a kept block's statistics are unknown "
+                           f"(missing or tainted), or of another type: no diP to {edge.to_ref}.{edge.to_column}")
             continue
         removed = []
         for layout, mask in zip(layouts[edge.to_ref], keep[edge.to_ref]):
             target = ranges_of(layout, edge.to_column)
             if target is None:
+                notes[edge] = f"{edge.to_ref}.{edge.to_column} has no usable statistics: it receives no diP"
                 removed.append(())
                 continue
             after = mask & dip.meets(target)
@@ -231,7 +236,7 @@ def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: 
                 if nxt not in queued:
                     queue.append(nxt)
                     queued.add(nxt)
-    return DipExchange(keep, built, tuple(effects))
+    return DipExchange(keep, built, tuple(effects), tuple(dict.fromkeys(notes.values())))
 
 
 def _schedule(edges: Sequence[Edge]) -> list[Edge]:

@@ -354,6 +354,7 @@ class Route:
     analysis: QueryAnalysis | None = field(default=None, compare=False, repr=False)
     dips_built: int = 0  # diPs computed for the query
     dips: tuple[DipEffect, ...] = ()  # the diPs that removed blocks
+    dip_notes: tuple[str, ...] = ()  # join edges that carried no diP, and why
 
     def ref(self, ref_id: int) -> RefRoute | None:
         for r in self.refs:
@@ -369,6 +370,7 @@ class Route:
             "dips_built": self.dips_built,
             "dips": [{"edge": d.describe(names), "to": d.edge.to_ref,
                       "blocks_removed": [b for part in d.removed for b in part]} for d in self.dips],
+            "dip_notes": list(self.dip_notes),
             "refs": [
                 {
                     "ref": r.ref, "table": r.table, "alias": r.alias, "read_all": r.read_all,
@@ -432,7 +434,8 @@ def route_analysis(
         partitions = tuple(partition_route(layout, mask) for layout, mask in zip(laid_out[ref.key], keep[ref.key]))
         refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, partitions, False))
     return Route(analysis.sql, tuple(refs), tuple(warnings), True, analysis,
-                 exchange.built if exchange else 0, exchange.effects if exchange else ())
+                 exchange.built if exchange else 0, exchange.effects if exchange else (),
+                 exchange.notes if exchange else ())
 
 
 def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: LayoutIndex) -> PartitionRoute:
