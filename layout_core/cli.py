@@ -3,8 +3,9 @@
     layout tpch generate --sf 0.1 --out DIR
     layout workload tpch --per-template 8 --seed 1 [--templates 3,5,6] [--skew 3] --out FILE.sql
     layout workload analyze FILE.sql [--schema tpch] [--json]
-    layout route "<sql>" [--json]
-    layout rewrite "<sql>"
+    layout route "<sql>" [--json] [--no-dips]
+    layout explain "<sql>" [--json] [--no-dips]
+    layout rewrite "<sql>" [--no-dips]
     layout catalog show
     layout optimizers
 
@@ -127,6 +128,34 @@ def cmd_route(args) -> int:
         print(f"{route.dips_built} diPs built, {len(route.dips)} of them skipped blocks")
         for note in route.dip_notes:
             print(f"  {note}")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from .skipping.explain import explain_query
+
+    schema, index = _routing(args)
+    explanation = explain_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
+    for w in explanation.route.warnings:
+        log.warning(w)
+    if args.json:
+        print(json.dumps(explanation.to_json(), indent=2))
+        return 0
+    if not explanation.route.analyzed:
+        print("read everything (the query could not be analyzed)")
+    for r in explanation.refs:
+        if r.read_all:
+            print(f"{r.table} AS {r.alias}: no active layout, read everything")
+            continue
+        print(f"{r.table} AS {r.alias}: reads {r.blocks_read} of {r.blocks_total} blocks")
+        by_reason: dict[str, list[int]] = {}
+        for block, by in r.skipped:
+            by_reason.setdefault(by, []).append(block)
+        for by, blocks in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+            shown = ", ".join(map(str, blocks[:20])) + (", ..." if len(blocks) > 20 else "")
+            print(f"  skips {len(blocks)} by {by}: [{shown}]")
+    for note in explanation.route.dip_notes:
+        print(f"note: {note}")
     return 0
 
 
@@ -292,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, text in (
         ("route", cmd_route, "the blocks a query reads, per table reference"),
         ("rewrite", cmd_rewrite, "the query with block_id filters added"),
+        ("explain", cmd_explain, "per table reference, what proved each skipped block empty"),
     ):
         p = sub.add_parser(name, help=text)
         p.add_argument("sql", help="the query, @file, or - for stdin")
@@ -300,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-dips", action="store_true",
                        help="skip blocks by each table's own predicate only, not by data-induced predicates "
                             "from the tables it joins")
-        if name == "route":
+        if name in ("route", "explain"):
             p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
 

@@ -11,7 +11,7 @@ from layout_core.predicates import value_to_json
 
 def test_help_of_every_command(capsys):
     for argv in (["--help"], ["tpch", "generate", "--help"], ["workload", "tpch", "--help"],
-                 ["workload", "analyze", "--help"], ["route", "--help"], ["rewrite", "--help"],
+                 ["workload", "analyze", "--help"], ["route", "--help"], ["rewrite", "--help"], ["explain", "--help"],
                  ["run-workload", "--help"], ["demo", "--help"], ["bench", "sun", "--help"],
                  ["catalog", "show", "--help"], ["optimizers", "--help"], ["bench", "tpch", "--help"]):
         with pytest.raises(SystemExit) as done:
@@ -152,6 +152,12 @@ def test_route_shows_which_diP_skipped_which_blocks(star_env, capsys):
     route = json.loads(capsys.readouterr().out)
     assert route["dips"][0]["blocks_removed"] == [skipped] and route["dips_built"] >= 1
     assert [r["blocks"] for r in route["refs"] if r["alias"] == "o"] == [[kept]]
+    assert main(["explain", sql]) == 0
+    out = capsys.readouterr().out
+    assert "orders AS o: reads 1 of 2 blocks" in out and f"skips 1 by diP c.c_custkey -> o.o_custkey: [{skipped}]" in out
+    assert main(["explain", sql, "--json"]) == 0
+    refs = {r["alias"]: r for r in json.loads(capsys.readouterr().out)["refs"]}
+    assert refs["o"]["skipped"] == [{"block_id": skipped, "by": "diP c.c_custkey -> o.o_custkey"}]
     assert main(["route", sql, "--no-dips", "--json"]) == 0
     route = json.loads(capsys.readouterr().out)
     assert route["dips"] == [] and [len(r["blocks"]) for r in route["refs"] if r["alias"] == "o"] == [2]

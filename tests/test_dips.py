@@ -213,3 +213,30 @@ def test_an_edge_without_statistics_says_so():
     sql = "SELECT count(*) FROM orders o JOIN lineitem l ON l.l_suppkey = o.o_custkey WHERE o.o_custkey < 5"
     route = route_query(sql, INDEX, SCHEMA)
     assert any("l_suppkey has no usable statistics" in note for note in route.dip_notes), route.dip_notes
+
+
+def test_explain_names_what_skipped_each_block():
+    from layout_core.skipping.explain import explain_query
+
+    sql = """SELECT count(*) FROM customer c, orders o, lineitem l
+             WHERE c.c_custkey = o.o_custkey AND o.o_orderkey = l.l_orderkey AND c.c_mktsegment = 'BUILDING'"""
+    out = explain_query(sql, INDEX, SCHEMA).to_json()
+    by_alias = {r["alias"]: r for r in out["refs"]}
+    assert by_alias["c"]["skipped"] == [{"block_id": 11, "by": "statistics: c_mktsegment = 'BUILDING'"}]
+    assert by_alias["o"]["skipped"] == [{"block_id": 12, "by": "diP c.c_custkey -> o.o_custkey"},
+                                        {"block_id": 13, "by": "diP c.c_custkey -> o.o_custkey"}]
+    assert by_alias["l"]["skipped"] == [{"block_id": 12, "by": "diP o.o_orderkey -> l.l_orderkey"}]
+    assert (by_alias["l"]["blocks_read"], by_alias["l"]["blocks_total"]) == (4, 5)
+    plain = explain_query(sql, INDEX, SCHEMA, dips=False).to_json()
+    assert [r["skipped"] for r in plain["refs"] if r["alias"] == "l"] == [[]]
+
+
+def test_explain_of_a_never_true_predicate_and_of_bad_sql():
+    from layout_core.skipping.explain import explain_query
+
+    out = explain_query("SELECT * FROM orders o WHERE o.o_custkey < 1 AND o.o_custkey > 2", INDEX, SCHEMA)
+    (ref,) = out.to_json()["refs"]
+    assert ref["blocks_read"] == 0
+    assert {s["by"] for s in ref["skipped"]} == {"the query's predicate on this table is never TRUE"}
+    bad = explain_query("SELEC nonsense", INDEX, SCHEMA).to_json()
+    assert bad["analyzed"] is False and bad["refs"] == []
