@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from layout_core.catalog import Catalog
-from layout_core.pipeline import steps
 from layout_core.schema import load_schema
 from layout_core.skipping.rewrite import rewrite_sql
-from layout_core.skipping.router import RoutingIndex, route_query
-from layout_core.workload.tpch import generate, write_sql_file
-from tests.conftest import TPCH_TABLES
+from layout_core.skipping.router import route_query
+from layout_core.workload.tpch import generate
+from tests.tpch_layouts import lay_out_tpch, use
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")
@@ -24,26 +22,9 @@ BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer":
 
 @pytest.fixture(scope="module")
 def tuned(spark, tpch_sf001, tmp_path_factory):
-    from layout_core.spark.views import layout_frame
-
-    home = tmp_path_factory.mktemp("dips_golden")
-    log = home / "train.sql"
-    write_sql_file(generate(2, seed=1, scale_factor=0.01), log)
-    with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
-        for table, rows in BLOCK_ROWS.items():
-            steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", table, "", "night-1"),
-                                 str(tpch_sf001 / f"{table}.parquet"), "tuned", {"block_rows": rows}, str(log))
-        snapshot = catalog.snapshot()
-    raw = {t: spark.read.parquet(str(tpch_sf001 / f"{t}.parquet")) for t in TPCH_TABLES}
-    blocks = {t: layout_frame(spark, snapshot, SCHEMA.table(t)) for t in TPCH_TABLES}
-    yield {"index": RoutingIndex.from_snapshot(snapshot), "raw": raw, "blocks": blocks}
-    for t, frame in raw.items():
-        frame.createOrReplaceTempView(t)
-
-
-def _use(frames: dict) -> None:
-    for t, frame in frames.items():
-        frame.createOrReplaceTempView(t)
+    laid_out = lay_out_tpch(spark, tpch_sf001, tmp_path_factory.mktemp("dips_golden"), "tuned", BLOCK_ROWS)
+    yield laid_out
+    use(laid_out["raw"])
 
 
 @pytest.mark.parametrize("template", range(1, 23))
@@ -54,9 +35,9 @@ def test_rewritten_query_with_diPs_returns_the_same_rows(spark, tuned, template)
     route = route_query(query.sql, tuned["index"], SCHEMA, dips=True)
     assert route.analyzed, route.warnings
     rewritten = rewrite_sql(route, tuned["index"])
-    _use(tuned["raw"])
+    use(tuned["raw"])
     expected = spark.sql(query.sql).collect()
-    _use(tuned["blocks"])
+    use(tuned["blocks"])
     actual = spark.sql(rewritten).collect()
     equal, why = same_rows(expected, actual)
     assert equal, f"{why}\n{rewritten}\n{route.dips}"

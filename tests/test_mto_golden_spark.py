@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from layout_core.catalog import Catalog
-from layout_core.pipeline import steps
 from layout_core.schema import load_schema
 from layout_core.skipping.rewrite import rewrite_sql
-from layout_core.skipping.router import RoutingIndex, route_query
-from layout_core.workload.tpch import generate, write_sql_file
+from layout_core.skipping.router import route_query
+from layout_core.workload.tpch import generate
 from tests.conftest import TPCH_TABLES
+from tests.tpch_layouts import lay_out_tpch, use
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")
@@ -23,26 +22,9 @@ BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer":
 
 @pytest.fixture(scope="module")
 def mto(spark, tpch_sf001, tmp_path_factory):
-    from layout_core.spark.views import layout_frame
-
-    home = tmp_path_factory.mktemp("mto_golden")
-    log = home / "train.sql"
-    write_sql_file(generate(2, seed=1, scale_factor=0.01), log)
-    with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
-        for table, rows in BLOCK_ROWS.items():
-            steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", table, "", "night-1"),
-                                 str(tpch_sf001 / f"{table}.parquet"), "mto", {"block_rows": rows}, str(log))
-        snapshot = catalog.snapshot()
-    raw = {t: spark.read.parquet(str(tpch_sf001 / f"{t}.parquet")) for t in TPCH_TABLES}
-    blocks = {t: layout_frame(spark, snapshot, SCHEMA.table(t)) for t in TPCH_TABLES}
-    yield {"index": RoutingIndex.from_snapshot(snapshot), "raw": raw, "blocks": blocks, "snapshot": snapshot}
-    for t, frame in raw.items():
-        frame.createOrReplaceTempView(t)
-
-
-def _use(frames: dict) -> None:
-    for t, frame in frames.items():
-        frame.createOrReplaceTempView(t)
+    laid_out = lay_out_tpch(spark, tpch_sf001, tmp_path_factory.mktemp("mto_golden"), "mto", BLOCK_ROWS)
+    yield laid_out
+    use(laid_out["raw"])
 
 
 def test_every_table_has_an_mto_layout_and_lineitem_has_join_induced_cuts(mto):
@@ -61,9 +43,9 @@ def test_rewritten_query_on_mto_layouts_returns_the_same_rows(spark, mto, templa
     route = route_query(query.sql, mto["index"], SCHEMA)
     assert route.analyzed, route.warnings
     rewritten = rewrite_sql(route, mto["index"])
-    _use(mto["raw"])  # the query as written, on the raw files
+    use(mto["raw"])  # the query as written, on the raw files
     expected = spark.sql(query.sql).collect()
-    _use(mto["blocks"])  # the rewritten query, on the block folders
+    use(mto["blocks"])  # the rewritten query, on the block folders
     actual = spark.sql(rewritten).collect()
     equal, why = same_rows(expected, actual)
     assert equal, f"{why}\n{rewritten}"

@@ -1,0 +1,38 @@
+"""Every TPC-H table laid out by the nightly steps, for the Spark golden tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from layout_core.catalog import Catalog
+from layout_core.pipeline import steps
+from layout_core.schema import load_schema
+from layout_core.skipping.router import RoutingIndex
+from layout_core.workload.tpch import generate, write_sql_file
+from tests.conftest import TPCH_TABLES
+
+SCHEMA = load_schema("tpch")
+
+
+def lay_out_tpch(spark, tpch: Path, home: Path, optimizer: str, block_rows: dict[str, int]) -> dict:
+    """Lay out the tables of `block_rows` in its order (parents first) with `optimizer`,
+    trained on 2 instances of every template; the routing index, the raw tables,
+    the tables read from their block folders, and the catalog snapshot."""
+    from layout_core.spark.views import layout_frame
+
+    log = home / "train.sql"
+    write_sql_file(generate(2, seed=1, scale_factor=0.01), log)
+    with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
+        for table, rows in block_rows.items():
+            steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", table, "", "night-1"),
+                                 str(tpch / f"{table}.parquet"), optimizer, {"block_rows": rows}, str(log))
+        snapshot = catalog.snapshot()
+    raw = {t: spark.read.parquet(str(tpch / f"{t}.parquet")) for t in TPCH_TABLES}
+    blocks = {t: layout_frame(spark, snapshot, SCHEMA.table(t)) for t in TPCH_TABLES}
+    return {"index": RoutingIndex.from_snapshot(snapshot), "raw": raw, "blocks": blocks, "snapshot": snapshot}
+
+
+def use(frames: dict) -> None:
+    """Make `frames` the tables Spark SQL reads by name."""
+    for t, frame in frames.items():
+        frame.createOrReplaceTempView(t)
