@@ -13,7 +13,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install test test-fast demo bench clean
+.PHONY: install test test-fast demo bench airflow airflow-stop clean
 
 install: $(STAMP)
 
@@ -40,6 +40,14 @@ demo: install
 
 bench: install
 	$(PY) -m layout_core.cli bench sun --json
+
+# A real Airflow on 127.0.0.1 (api-server, scheduler, DAG processor, triggerer; metadata in
+# the PostgreSQL database layout_airflow on 127.0.0.1:5432), left running in the background.
+airflow: install
+	$(PY) -m layout_core.airflow_deployment start
+
+airflow-stop: install
+	$(PY) -m layout_core.airflow_deployment stop
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
