@@ -203,6 +203,7 @@ def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: 
     queue = _schedule(usable)
     queued = set(queue)
     built, effects, notes = 0, [], {}
+    sent: dict[tuple, DataPred | None] = {}
     out_edges: dict[str, list[Edge]] = {}
     for e in usable:
         out_edges.setdefault(e.from_ref, []).append(e)
@@ -214,8 +215,13 @@ def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: 
         if any(r is None for r, _ in source):
             notes[edge] = f"{edge.from_ref}.{edge.from_column} has no usable statistics: it sends no diP"
             continue
-        dip = DataPred.union(source)
-        built += 1
+        # one reference's column often feeds several edges (equalities are closed
+        # transitively): build its diP once per state of its kept blocks
+        state = (edge.from_ref, edge.from_column, tuple(m.tobytes() for _, m in source))
+        if state not in sent:
+            sent[state] = DataPred.union(source)
+            built += 1
+        dip = sent[state]
         if dip is None:
             notes[edge] = (f"{edge.from_ref}.{edge.from_column}: a kept block's statistics are unknown "
                            f"(missing or tainted), or of another type: no diP to {edge.to_ref}.{edge.to_column}")
