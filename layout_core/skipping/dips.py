@@ -100,7 +100,7 @@ def _number(v) -> float:
 
 @dataclass(frozen=True)
 class DataPred:
-    """A diP: sorted disjoint [starts, ends] in one key family; None = everything."""
+    """A diP: sorted disjoint ranges [starts[i], ends[i]] of one key family."""
 
     family: str
     starts: np.ndarray
@@ -108,9 +108,10 @@ class DataPred:
 
     @staticmethod
     def union(parts: Sequence[tuple[KeyRanges, np.ndarray]]) -> DataPred | None:
-        # (an empty union, from a table with no row left, is a diP that admits nothing)
         """The ranges of the kept blocks (`keep`, a bool mask per layout) of every
-        layout; None (no diP) when some kept block's ranges are unknown."""
+        layout; None (no diP) when some kept block's ranges are unknown or the
+        layouts' values are of two families. An empty union (no row left on
+        that side) is a diP that admits nothing."""
         families = {k.family for k, _ in parts} - {EMPTY}
         if len(families) > 1:
             return None
