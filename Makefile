@@ -13,7 +13,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install test test-fast demo bench airflow airflow-stop clean
+.PHONY: install chromium test test-fast demo bench airflow airflow-stop clean
 
 install: $(STAMP)
 
@@ -28,8 +28,14 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# Headless Chromium (Debian's package) for the screenshot of the Layouts pages in
+# tests/test_airflow_deployment.py; installed only where it is missing.
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
 # --durations: CI's log names the slowest tests, so the suite can be kept well under 20 minutes.
-test: install
+test: install chromium
 	$(PY) -m pytest -q --durations=15
 
 test-fast: install

@@ -15,7 +15,9 @@ way a scheduler would run the nightly DAGs in production:
   deployment's processes (spark-submit's JVMs included).
 
 The environment of the DAGs (DAGs folder, `spark_default` in local mode,
-LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE, PATH) is the one of `airflow_env`.
+LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE, PATH) is the one of `airflow_env`. The
+plugins folder is the project's `plugins/`: the api-server serves the Layouts
+pages (`layout_core.airflow_plugin`) under /layouts, behind Airflow's login.
 Every process is stopped by its pid (SIGTERM, then SIGKILL) whatever happens.
 
     python -m layout_core.airflow_deployment start   # `make airflow`
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .airflow_run import _airflow, airflow_env
+from .airflow_run import PROJECT, _airflow, airflow_env
 from .errors import ToolError
 
 PG_SERVER = os.environ.get("LAYOUT_AIRFLOW_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
@@ -266,6 +268,8 @@ def deployment_env(home: Path, metadata_url: str, port: int, catalog_url: str, w
     env = airflow_env(home, catalog_url, warehouse, spark_master=spark_master)
     env.update({
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,
+        # the Layouts pages (plugins/layouts_plugin.py), served by the api-server under /layouts
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT / "plugins"),
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "4",
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

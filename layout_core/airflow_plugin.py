@@ -1,0 +1,744 @@
+"""Read-only pages about the layout catalog inside the Airflow UI (an Airflow 3 plugin).
+
+`plugins/layouts_plugin.py` mounts `app` under `/layouts` of the api-server
+(`fastapi_apps`) and adds a "Layouts" nav entry and a "Layout run" tab on
+every DAG run (`external_views`). The pages:
+
+    /layouts/           tables: per table and partition the active layout, and
+                        every version with its lineage (run, parent, state)
+    /layouts/run        one DAG run (?dag_id=&run_id=): each step's numbers from
+                        its staging folder's metrics.json
+    /layouts/skipping   what queries skipped: no query history is recorded yet
+    /layouts/plot/...   the PNG plots of those pages (matplotlib, Agg)
+
+The catalog is the one of LAYOUT_CATALOG_URL and the run staging folders are
+under LAYOUT_WAREHOUSE (`layout_core.config.load_settings`, as for the jobs).
+
+Every endpoint needs an authenticated Airflow user, checked the way the
+api-server checks its own endpoints (`airflow.api_fastapi.core_api.security.get_user`:
+a JWT in `Authorization: Bearer`, else the `_token` cookie the UI sets); a
+run's page also needs read access to that DAG's runs. The pages show no
+connection string; a catalog that cannot be reached gives a 503 page, and the
+endpoints are plain `def`s (run in a worker thread) so a slow database never
+blocks the api-server's event loop.
+
+Reading and rendering are separate: `read_*` take a Catalog (or the
+warehouse) and return plain records, `render_*` and `plot_*` are pure
+functions of those records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import html
+import io
+import json
+import logging
+import math
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlencode
+
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("layout.airflow_plugin")
+
+URL_PREFIX = "/layouts"
+STEPS = ("ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog")
+RUNS_FOLDER = "_runs"  # gc.RUNS_FOLDER (not imported: keeps this module light for every Airflow process)
+PLOT_VERSIONS = 40  # versions per table in its plot (the newest)
+LIST_VERSIONS = 200  # versions per table listed on the tables page (the newest)
+PG_CONNECT_TIMEOUT_S = 5
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class PartitionSummary:
+    """The active layout of one partition."""
+
+    partition: str
+    version: Any  # catalog.VersionInfo
+    blocks: int
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class TableOverview:
+    name: str
+    partition_column: str | None
+    active: tuple[PartitionSummary, ...]
+    versions: tuple[Any, ...]  # catalog.VersionInfo, oldest first
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """One staging folder of a DAG run: one table partition (a star run has several)."""
+
+    table: str
+    partition: str
+    metrics: dict
+    version: Any = None  # the catalog version this run built, if it got that far
+    expected_block_rows: tuple[float, ...] | None = None  # the plan's, by block id - first id
+    block_rows: dict[int, int] | None = None  # block id -> rows, while the version is active
+
+
+@dataclass(frozen=True)
+class RunReport:
+    dag_id: str
+    run_id: str
+    staged_run_id: str  # the run id the steps use: "<dag_id>__<run_id>" (dags/layout_nightly.py RUN_ID)
+    sections: tuple[RunSection, ...] = field(default=())
+
+
+class CatalogUnavailable(Exception):
+    """The catalog database cannot be read; the message holds no connection string."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------- the catalog
+
+
+def _page_url(url: str) -> str:
+    """The catalog URL, with a connect timeout for PostgreSQL (a dead host must not hang a page)."""
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg2" \
+            and "connect_timeout" not in parsed.query:
+        parsed = parsed.update_query_dict({"connect_timeout": str(PG_CONNECT_TIMEOUT_S)})
+    return parsed.render_as_string(hide_password=False)
+
+
+def _sqlite_file_missing(url: str) -> bool:
+    """A SQLite catalog file that does not exist yet: an empty catalog (not created by a page)."""
+    parsed = sa.make_url(url)
+    db = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+        return False
+    return not Path(db).exists()
+
+
+def _safe_reason(error: BaseException, url: str) -> str:
+    """The driver's one-line reason, with the URL and its password taken out."""
+    reason = str(getattr(error, "orig", None) or error).strip().splitlines()
+    text = reason[0] if reason else type(error).__name__
+    try:
+        parsed = sa.make_url(url)
+        secrets_ = [url, _page_url(url), parsed.password, parsed.username and parsed.password and
+                    f"{parsed.username}:{parsed.password}"]
+    except Exception:
+        secrets_ = [url]
+    for secret in secrets_:
+        if secret:
+            text = text.replace(str(secret), "***")
+    return text[:300]
+
+
+def _backend(url: str) -> str:
+    try:
+        return sa.make_url(url).get_backend_name()
+    except Exception:
+        return "unknown"
+
+
+class CatalogPool:
+    """One open Catalog per URL, shared by the requests; dropped when its database fails."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, Any] = {}
+
+    def read(self, url: str, reader: Callable[[Any], Any], empty: Callable[[], Any]):
+        """reader(catalog), or empty() when the catalog does not exist yet; CatalogUnavailable
+        when its database cannot be reached or read."""
+        try:
+            catalog = self._catalog(url)
+            return empty() if catalog is None else reader(catalog)
+        except (sa.exc.SQLAlchemyError, ImportError) as e:
+            self.drop(url)
+            log.warning("layout catalog (%s) unavailable: %s", _backend(url), _safe_reason(e, url))
+            raise CatalogUnavailable(f"{type(e).__name__}: {_safe_reason(e, url)}") from None
+
+    def _catalog(self, url: str):
+        from .catalog import Catalog
+
+        try:
+            if _sqlite_file_missing(url):
+                return None
+            with self._lock:
+                catalog = self._open.get(url)
+                if catalog is None:
+                    catalog = self._open[url] = Catalog(_page_url(url))
+            return catalog
+        except ValueError:  # a URL SQLAlchemy parses but cannot use, e.g. a port that is no number
+            raise sa.exc.ArgumentError("the catalog URL is malformed") from None
+
+    def drop(self, url: str) -> None:
+        with self._lock:
+            catalog = self._open.pop(url, None)
+        if catalog is not None:
+            try:
+                catalog.close()
+            except Exception:  # already broken: nothing to release
+                pass
+
+
+def _rows_of(version) -> int | None:
+    """Rows of a version from its input fingerprint ("rows:checksum", set on activation)."""
+    fingerprint = str(version.params.get("input_fingerprint") or "")
+    head = fingerprint.split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _overview(catalog, snapshot, name: str) -> TableOverview:
+    active = tuple(
+        PartitionSummary(layout.version.partition, layout.version, len(layout.blocks),
+                         sum(b.row_count for b in layout.blocks), sum(b.bytes for b in layout.blocks))
+        for layout in snapshot.layouts_of(name))
+    return TableOverview(name, snapshot.tables[name].partition_column, active, tuple(catalog.versions(name)))
+
+
+def read_overview(catalog) -> list[TableOverview]:
+    """Every table of the catalog with its active layouts and all its versions."""
+    snapshot = catalog.snapshot()
+    return [_overview(catalog, snapshot, name) for name in snapshot.tables]
+
+
+def read_table(catalog, name: str) -> TableOverview | None:
+    """One table (None if the catalog has no such table)."""
+    if name not in {t.name for t in catalog.tables()}:
+        return None
+    return _overview(catalog, catalog.snapshot([name]), name)
+
+
+def staged_run_id(dag_id: str, run_id: str) -> str:
+    """The run id the DAG's steps get (RUN_ID in dags/layout_nightly.py)."""
+    return f"{dag_id}__{run_id}"
+
+
+def _staging_name(run_id: str) -> str:
+    from .pipeline.steps import staging_name
+
+    return staging_name(run_id)
+
+
+def run_folders(warehouse: Path, staged: str) -> list[tuple[str, str, Path]]:
+    """(table, partition, folder) of every staging folder of a run id, sorted.
+
+    The folder name is `steps.staging_name` of the run id (only letters, digits,
+    '_', '.', '-'), so the glob never leaves `<warehouse>/_runs/*/*/`."""
+    name = _staging_name(staged)
+    if name in ("", ".", ".."):
+        return []
+    root = (Path(warehouse) / RUNS_FOLDER).resolve()
+    found = []
+    for metrics in glob.glob(f"{glob.escape(str(root))}/*/*/{glob.escape(name)}/metrics.json"):
+        folder = Path(metrics).parent
+        if folder.resolve().parent.parent.parent != root:  # a symlink out of the warehouse
+            continue
+        partition = folder.parent.name
+        found.append((folder.parent.parent.name, "" if partition == "_all" else partition, folder))
+    return sorted(found)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_run(catalog, warehouse: Path, dag_id: str, run_id: str) -> RunReport:
+    """The staging folders of one DAG run with their metrics, the versions the run built, the
+    plan's expected block sizes and (for an active version) the real ones (catalog None: a
+    catalog that does not exist yet, the metrics only)."""
+    staged = staged_run_id(dag_id, run_id)
+    folders = run_folders(warehouse, staged)
+    tables = {t.name for t in catalog.tables()} if catalog is not None else set()
+    sections = []
+    for table, partition, folder in folders:
+        metrics = _read_json(folder / "metrics.json")
+        metrics = metrics if isinstance(metrics, dict) else {}
+        version = expected = rows = None
+        if table in tables:
+            version = next((v for v in catalog.versions(table, partition) if v.run_id == staged), None)
+        if version is not None:
+            plan = catalog.plan(version.version_id) or _read_json(folder / "plan.json")
+            if isinstance(plan, dict) and isinstance(plan.get("expected_block_rows"), list):
+                expected = tuple(float(r) for r in plan["expected_block_rows"])
+            if version.state == "active":
+                layout = catalog.active_layout(table, partition)
+                if layout is not None and layout.version.version_id == version.version_id:
+                    rows = {b.block_id: b.row_count for b in layout.blocks}
+        sections.append(RunSection(table, partition, metrics, version, expected, rows))
+    return RunReport(dag_id, run_id, staged, tuple(sections))
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _when(value: dt.datetime | None) -> str:
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if value else ""
+
+
+def _num(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".") if not value.is_integer() else f"{int(value):,}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _href(base: str, path: str, **params: Any) -> str:
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    return _e(f"{base}{path}" + (f"?{query}" if query else ""))
+
+
+STYLE = """
+body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif; margin: 16px 24px;
+       color: #1f2933; background: #fff; }
+h1 { font-size: 1.4em; margin: 0 0 8px; } h2 { font-size: 1.15em; margin: 24px 0 6px; }
+h3 { font-size: 1em; margin: 16px 0 4px; }
+nav a { margin-right: 14px; } nav { margin-bottom: 12px; padding-bottom: 6px; border-bottom: 1px solid #d9e2ec; }
+table { border-collapse: collapse; margin: 6px 0 12px; font-size: 0.9em; }
+th, td { border: 1px solid #d9e2ec; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f4f8; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.state-active { color: #0b7a35; font-weight: 600; } .state-failed { color: #b42318; font-weight: 600; }
+.state-building { color: #8a6100; } .state-retired, .state-purged { color: #6b7785; }
+.note { color: #52606d; font-size: 0.9em; } .error { color: #b42318; }
+.box { border: 1px solid #d9e2ec; background: #f8fafc; padding: 10px 14px; margin: 10px 0; max-width: 60em; }
+img.plot { border: 1px solid #d9e2ec; margin: 4px 0 10px; max-width: 100%; }
+code { background: #f0f4f8; padding: 0 3px; }
+"""
+
+# No scripts, nothing from another origin; framed by the Airflow UI (same origin) only.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; "
+                               "frame-ancestors 'self'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def _page(title: str, body: str, base: str) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>"
+        f"<nav><a href=\"{_href(base, '/')}\">Tables</a>"
+        f"<a href=\"{_href(base, '/skipping')}\">Skipping</a></nav>"
+        f"<h1>{_e(title)}</h1>{body}</body></html>\n")
+
+
+def _state(state: str) -> str:
+    return f"<span class=\"state-{_e(state)}\">{_e(state)}</span>"
+
+
+def _run_link(base: str, run_id: str) -> str:
+    """A version's run id, linked to its run page when it came from a DAG run ("<dag>__<run>")."""
+    dag_id, sep, airflow_run = run_id.partition("__")
+    if not (sep and dag_id and airflow_run):
+        return f"<code>{_e(run_id)}</code>"
+    return f"<a href=\"{_href(base, '/run', dag_id=dag_id, run_id=airflow_run)}\"><code>{_e(run_id)}</code></a>"
+
+
+def render_tables(tables: list[TableOverview], base: str = "") -> str:
+    """The tables page."""
+    if not tables:
+        return _page("Layouts", "<div class=\"box\"><p><strong>The layout catalog is empty</strong>: no table has "
+                     "been laid out yet.</p><p class=\"note\">Run the <code>layout_nightly</code> DAG (or "
+                     "<code>layout run</code>) to lay out a table partition; it appears here once its first "
+                     "version is built.</p></div>", base)
+    parts = [f"<p class=\"note\">{len(tables)} table{'s' if len(tables) != 1 else ''} in the layout catalog. "
+             "Rows of a version are those verified in its blocks when it was activated (its input "
+             "fingerprint, <code>rows:checksum</code>).</p>"]
+    for table in tables:
+        parts.append(f"<h2 id=\"{_e('t-' + table.name)}\">Table <code>{_e(table.name)}</code></h2>")
+        if table.partition_column:
+            parts.append(f"<p class=\"note\">partitioned by <code>{_e(table.partition_column)}</code></p>")
+        if table.active:
+            parts.append("<table><tr><th>partition</th><th>active version</th><th>optimizer</th><th>blocks</th>"
+                         "<th>rows</th><th>bytes</th><th>laid out</th><th>input fingerprint</th></tr>")
+            for p in table.active:
+                parts.append(
+                    f"<tr><td>{_e(p.partition or '(unpartitioned)')}</td><td class=\"n\">{p.version.version_id}</td>"
+                    f"<td>{_e(p.version.optimizer)}</td><td class=\"n\">{_num(p.blocks)}</td>"
+                    f"<td class=\"n\">{_num(p.rows)}</td><td class=\"n\">{_num(p.bytes)}</td>"
+                    f"<td>{_when(p.version.activated_at)}</td>"
+                    f"<td><code>{_e(p.version.params.get('input_fingerprint', ''))}</code></td></tr>")
+            parts.append("</table>")
+        else:
+            parts.append("<p class=\"note\">No active layout: no version of this table has been activated.</p>")
+        if table.versions:
+            parts.append(f"<img class=\"plot\" alt=\"{_e('blocks and rows per version of ' + table.name)}\" "
+                         f"src=\"{_href(base, '/plot/table.png', name=table.name)}\" width=\"900\" height=\"300\">")
+            shown = sorted(table.versions, key=lambda v: v.version_id, reverse=True)[:LIST_VERSIONS]
+            if len(table.versions) > len(shown):
+                parts.append(f"<p class=\"note\">The newest {len(shown)} of {len(table.versions)} versions.</p>")
+            parts.append("<h3>Versions</h3><table><tr><th>version</th><th>partition</th><th>state</th>"
+                         "<th>optimizer</th><th>run</th><th>parent version</th><th>blocks</th><th>rows</th>"
+                         "<th>created</th><th>activated</th><th>retired / failed</th><th>reason</th></tr>")
+            for v in shown:
+                ended = v.failed_at if v.state == "failed" else v.retired_at
+                parts.append(
+                    f"<tr><td class=\"n\">{v.version_id}</td><td>{_e(v.partition)}</td><td>{_state(v.state)}</td>"
+                    f"<td>{_e(v.optimizer)}</td><td>{_run_link(base, v.run_id)}</td>"
+                    f"<td class=\"n\">{'' if v.parent_version is None else v.parent_version}</td>"
+                    f"<td class=\"n\">{_num(v.n_blocks)}</td><td class=\"n\">{_num(_rows_of(v))}</td>"
+                    f"<td>{_when(v.created_at)}</td><td>{_when(v.activated_at)}</td><td>{_when(ended)}</td>"
+                    f"<td>{_e(v.reason or '')}</td></tr>")
+            parts.append("</table>")
+        else:
+            parts.append("<p class=\"note\">No versions yet.</p>")
+    return _page("Layouts", "".join(parts), base)
+
+
+def _metric_keys(metrics: dict) -> list[str]:
+    return [s for s in STEPS if s in metrics] + sorted(k for k in metrics if k not in STEPS)
+
+
+def _block_sizes(section: RunSection) -> tuple[list[float], list[int]] | None:
+    """(expected, real) rows of every block of the run's version, by block id, when both are known."""
+    if section.version is None or section.expected_block_rows is None or section.block_rows is None:
+        return None
+    first = section.version.block_ids.start
+    pairs = [(section.expected_block_rows[b - first], rows) for b, rows in sorted(section.block_rows.items())
+             if 0 <= b - first < len(section.expected_block_rows)]
+    return ([e for e, _ in pairs], [r for _, r in pairs]) if pairs else None
+
+
+def _step_seconds(metrics: dict) -> list[tuple[str, float]]:
+    """(step, seconds) of the steps that recorded a number of seconds, in pipeline order."""
+    out = []
+    for step in STEPS:
+        seconds = metrics.get(step, {}).get("seconds") if isinstance(metrics.get(step), dict) else None
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds):
+            out.append((step, float(seconds)))
+    return out
+
+
+def _verification(metrics: dict) -> str:
+    verify, ingest = metrics.get("verify"), metrics.get("ingest")
+    if not isinstance(verify, dict):
+        return ("<span class=\"error\">not verified</span>: the verify step has not run, or it failed (a failed "
+                "verification marks the version failed; see the task log)")
+    rows = verify.get("rows")
+    ingested = ingest.get("rows") if isinstance(ingest, dict) else None
+    same = "" if ingested is None else (f", the {_e(_num(ingested))} rows ingested" if ingested == rows else
+                                        f" <span class=\"error\">but ingest counted {_e(_num(ingested))}</span>")
+    return (f"<span class=\"state-active\">passed</span>: the written blocks hold {_e(_num(rows))} rows{same}, "
+            "with the same checksum")
+
+
+def render_run(report: RunReport, base: str = "") -> str:
+    """The page of one DAG run: every step's numbers from its metrics.json."""
+    title = f"Layout run {report.dag_id} / {report.run_id}"
+    head = (f"<p class=\"note\">DAG <code>{_e(report.dag_id)}</code>, run <code>{_e(report.run_id)}</code>; "
+            f"the steps ran as <code>{_e(report.staged_run_id)}</code>.</p>")
+    if not report.sections:
+        return _page(title, head + "<div class=\"box\"><p><strong>No layout staging folder for this run.</strong> "
+                     "Either the run is not a layout run, its first step (ingest) has not written anything yet, "
+                     "or garbage collection has removed its staging folder.</p></div>", base)
+    parts = [head]
+    for index, section in enumerate(report.sections):
+        m = section.metrics
+        parts.append(f"<h2>Table <code>{_e(section.table)}</code>, partition "
+                     f"<code>{_e(section.partition or '(unpartitioned)')}</code></h2>")
+        v = section.version
+        if v is not None:
+            parts.append(f"<p>Catalog version {v.version_id}: {_state(v.state)}, optimizer {_e(v.optimizer)}"
+                         f"{'' if v.parent_version is None else f', replaced version {v.parent_version}'}"
+                         f"{'' if not v.reason else ' — ' + _e(v.reason)}.</p>")
+        else:
+            parts.append("<p class=\"note\">No catalog version for this run yet (write_blocks creates it).</p>")
+        parts.append("<table><tr><th>step</th><th>rows</th><th>seconds</th><th>blocks</th><th>other numbers</th></tr>")
+        for step in _metric_keys(m):
+            numbers = m[step] if isinstance(m[step], dict) else {"value": m[step]}
+            other = ", ".join(f"{_e(k)}={_e(_num(val))}" for k, val in numbers.items()
+                              if k not in ("rows", "seconds", "blocks"))
+            parts.append(f"<tr><td>{_e(step)}</td><td class=\"n\">{_e(_num(numbers.get('rows')))}</td>"
+                         f"<td class=\"n\">{_e(_num(numbers.get('seconds')))}</td>"
+                         f"<td class=\"n\">{_e(_num(numbers.get('blocks')))}</td><td>{other}</td></tr>")
+        missing = [s for s in STEPS if s not in m]
+        parts.append("</table>")
+        if missing:
+            parts.append(f"<p class=\"note\">Steps without numbers yet: {_e(', '.join(missing))}.</p>")
+        ingest, done = m.get("ingest") or {}, m.get("update_catalog") or {}
+        rows_in = ingest.get("rows") if isinstance(ingest, dict) else None
+        rows_out = done.get("rows") if isinstance(done, dict) else None
+        parts.append("<h3>Rows in and out</h3><p>")
+        parts.append(f"in (ingest): {_e(_num(rows_in)) or 'not recorded'}; out (blocks in the catalog, "
+                     f"update_catalog): {_e(_num(rows_out)) or 'not recorded'}</p>")
+        parts.append(f"<h3>Verification</h3><p>{_verification(m)}</p>")
+        optimize = m.get("optimize") if isinstance(m.get("optimize"), dict) else {}
+        written = m.get("write_blocks") if isinstance(m.get("write_blocks"), dict) else {}
+        parts.append("<h3>Expected and real block sizes</h3><table><tr><th>blocks planned (optimize)</th>"
+                     "<th>blocks written (write_blocks)</th><th>blocks in the catalog</th>"
+                     "<th>largest relative error of a block's rows against the plan</th></tr>"
+                     f"<tr><td class=\"n\">{_e(_num(optimize.get('blocks')))}</td>"
+                     f"<td class=\"n\">{_e(_num(written.get('blocks')))}</td>"
+                     f"<td class=\"n\">{_e(_num(done.get('blocks') if isinstance(done, dict) else None))}</td>"
+                     f"<td class=\"n\">{_e(_num(done.get('block_rows_error_max') if isinstance(done, dict) else None))}"
+                     "</td></tr></table>")
+        sizes = _block_sizes(section)
+        if sizes:
+            expected, real = sizes
+            parts.append(f"<p class=\"note\">Per block (the version is active): expected rows "
+                         f"{_num(round(min(expected)))}–{_num(round(max(expected)))}, real rows "
+                         f"{_num(min(real))}–{_num(max(real))} over {len(real)} blocks.</p>"
+                         f"<img class=\"plot\" alt=\"expected and real rows per block\" width=\"900\" height=\"300\" "
+                         f"src=\"{_href(base, '/plot/run-blocks.png', dag_id=report.dag_id, run_id=report.run_id, section=index)}\">")
+        elif v is not None and v.state != "active":
+            parts.append("<p class=\"note\">Per-block sizes are shown while the version is active.</p>")
+        if _step_seconds(m):
+            parts.append(f"<h3>Seconds per step</h3><img class=\"plot\" alt=\"seconds per step\" width=\"900\" "
+                         f"height=\"300\" src=\"{_href(base, '/plot/run-seconds.png', dag_id=report.dag_id, run_id=report.run_id, section=index)}\">")
+    return _page(title, "".join(parts), base)
+
+
+def render_skipping(base: str = "") -> str:
+    """The skipping page: there is no query history to show yet."""
+    return _page("Skipping", "<div class=\"box\"><p><strong>No query history is recorded yet.</strong></p>"
+                 "<p>How many blocks and rows queries skip needs a record of the queries routed through the "
+                 "layouts; nothing records them yet, so there is nothing to show here (and no estimate is "
+                 "made up in its place).</p></div>", base)
+
+
+def render_error(title: str, message: str, base: str = "") -> str:
+    return _page(title, f"<div class=\"box\"><p class=\"error\"><strong>{_e(message)}</strong></p></div>", base)
+
+
+def render_unavailable(reason: str, base: str = "") -> str:
+    return _page("Layout catalog unavailable", (
+        "<div class=\"box\"><p class=\"error\"><strong>The layout catalog database cannot be read right now."
+        "</strong></p><p>The rest of Airflow is not affected; these pages work again once the database is "
+        f"back.</p><p class=\"note\">Reason: {_e(reason)}</p></div>"), base)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def _figure(width: float = 9.0, height: float = 3.0):
+    # a bare Figure (Agg canvas), no pyplot: no global backend state in the api-server
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+STATE_COLORS = {"active": "#2f9e44", "retired": "#9aa5b1", "failed": "#e03131", "building": "#f08c00",
+                "purged": "#ced4da"}
+
+
+def plot_table(table: TableOverview) -> bytes:
+    """Blocks (bars, by state) and rows (line) of the newest versions of one table."""
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
+    versions = sorted(table.versions, key=lambda v: v.version_id)[-PLOT_VERSIONS:]
+    active_blocks = {p.version.version_id: p.blocks for p in table.active}
+    fig = _figure()
+    ax = fig.subplots()
+    x = list(range(len(versions)))
+    blocks = [active_blocks.get(v.version_id, v.n_blocks) for v in versions]
+    ax.bar(x, blocks, color=[STATE_COLORS.get(v.state, "#748ffc") for v in versions])
+    ax.set_ylabel("blocks")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    labels = [f"v{v.version_id}\n{v.partition[:10]}" if v.partition else f"v{v.version_id}" for v in versions]
+    ax.set_xticks(x, labels, fontsize=7)
+    ax.set_xlim(-0.6, max(len(x), 8) - 0.4)  # a lone version is not one wall-to-wall bar
+    ax.set_title(f"{table.name}: blocks (bars) and rows (line) per version", fontsize=9, loc="left")
+    rows = [_rows_of(v) for v in versions]
+    if any(r is not None for r in rows):
+        ax2 = ax.twinx()
+        ax2.plot(x, [math.nan if r is None else r for r in rows], "o-", color="#1c7ed6")
+        ax2.set_ylabel("rows", color="#1c7ed6")
+        ax2.set_ylim(bottom=0)
+    present = sorted({v.state for v in versions})
+    ax.legend([Patch(color=STATE_COLORS.get(s, "#748ffc")) for s in present], present, fontsize=7,
+              loc="lower right", bbox_to_anchor=(1, 1), ncols=len(present), frameon=False)
+    return _png(fig)
+
+
+def plot_run_seconds(section: RunSection) -> bytes:
+    timed = _step_seconds(section.metrics)
+    steps, seconds = [s for s, _ in timed], [t for _, t in timed]
+    fig = _figure()
+    ax = fig.subplots()
+    ax.barh(steps[::-1], seconds[::-1], color="#1c7ed6")
+    ax.set_xlabel("seconds")
+    ax.set_title(f"{section.table} {section.partition}: seconds per step (inside the Spark job)", fontsize=9)
+    return _png(fig)
+
+
+def plot_run_blocks(section: RunSection) -> bytes:
+    from matplotlib.ticker import MaxNLocator
+
+    sizes = _block_sizes(section)
+    expected, real = sizes if sizes else ([], [])
+    fig = _figure()
+    ax = fig.subplots()
+    x = list(range(len(real)))
+    ax.bar(x, real, color="#9aa5b1", label="real rows")
+    ax.plot(x, expected, "_", color="#e03131", markersize=10, markeredgewidth=2, label="expected rows (plan)")
+    ax.set_xlabel("block (by block id)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("rows")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{section.table} {section.partition}: expected and real rows per block", fontsize=9)
+    return _png(fig)
+
+
+# --------------------------------------------------------------------------- auth
+
+
+async def require_user(request: Request) -> Any:
+    """The Airflow user of the request, authenticated exactly as the api-server's own endpoints
+    do it (`airflow.api_fastapi.core_api.security.get_user`): the JWT of an `Authorization:
+    Bearer` header, else the `_token` cookie of the UI. 401 without either, 401/403 for an
+    expired or invalid token. Imported here, not at module level: every Airflow process
+    imports the plugin, only the api-server serves it."""
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    credentials = await bearer_scheme(request)
+    try:
+        return await get_user(request, None, credentials)
+    except HTTPException:
+        raise
+    except RuntimeError as e:  # no auth manager in this process: fail closed
+        log.warning("cannot authenticate a layouts page request: %s", e)
+        raise HTTPException(status_code=401, detail="Not authenticated") from None
+
+
+def require_run_reader(request: Request, user: Any = Depends(require_user)) -> Any:
+    """The user, who must also be allowed to read the runs of the page's DAG."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
+
+    dag_id = request.query_params.get("dag_id") or ""
+    if not get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
+                                                details=DagDetails(id=dag_id), user=user):
+        raise HTTPException(status_code=403, detail="Forbidden")
+    return user
+
+
+# --------------------------------------------------------------------------- the app
+
+
+def _settings() -> tuple[str, Path]:
+    from .config import load_settings
+
+    settings = load_settings()
+    return settings.catalog_url, Path(settings.warehouse)
+
+
+def create_app(catalog_url: str | None = None, warehouse: str | Path | None = None) -> FastAPI:
+    """The plugin's FastAPI app. Without arguments the catalog and warehouse are read from the
+    settings (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE) at each request."""
+    app = FastAPI(title="Layouts", docs_url=None, redoc_url=None, openapi_url=None)
+    pool = CatalogPool()
+    app.state.catalogs = pool
+
+    def where() -> tuple[str, Path]:
+        if catalog_url is not None and warehouse is not None:
+            return catalog_url, Path(warehouse)
+        url, folder = _settings()
+        return catalog_url or url, Path(warehouse) if warehouse is not None else folder
+
+    def base(request: Request) -> str:
+        return str(request.scope.get("root_path", "")).rstrip("/")
+
+    def html_response(content: str, status: int = 200) -> HTMLResponse:
+        return HTMLResponse(content, status_code=status, headers=SECURITY_HEADERS)
+
+    def png_response(content: bytes) -> Response:
+        return Response(content, media_type="image/png", headers=SECURITY_HEADERS)
+
+    def read(reader: Callable[[Any], Any], empty: Callable[[], Any]):
+        return pool.read(where()[0], reader, empty)
+
+    @app.exception_handler(CatalogUnavailable)
+    def unavailable(request: Request, exc: CatalogUnavailable):
+        return html_response(render_unavailable(exc.reason, base(request)), 503)
+
+    @app.exception_handler(StarletteHTTPException)
+    def http_error(request: Request, exc: StarletteHTTPException):
+        # raised by the auth dependencies (401/403) and for unknown names (404): a small page
+        headers = dict(SECURITY_HEADERS, **(exc.headers or {}))
+        return HTMLResponse(render_error(f"{exc.status_code}", str(exc.detail), base(request)),
+                            status_code=exc.status_code, headers=headers)
+
+    @app.get("/", response_class=HTMLResponse)
+    def tables_page(request: Request, user: Any = Depends(require_user)):
+        return html_response(render_tables(read(read_overview, list), base(request)))
+
+    @app.get("/skipping", response_class=HTMLResponse)
+    def skipping_page(request: Request, user: Any = Depends(require_user)):
+        return html_response(render_skipping(base(request)))
+
+    def _run(request: Request, dag_id: str, run_id: str) -> RunReport:
+        _, folder = where()
+        return read(lambda c: read_run(c, folder, dag_id, run_id), lambda: read_run(None, folder, dag_id, run_id))
+
+    @app.get("/run", response_class=HTMLResponse)
+    def run_page(request: Request, dag_id: str, run_id: str, user: Any = Depends(require_run_reader)):
+        report = _run(request, dag_id, run_id)
+        return html_response(render_run(report, base(request)), 200 if report.sections else 404)
+
+    def _section(request: Request, dag_id: str, run_id: str, section: int) -> RunSection:
+        report = _run(request, dag_id, run_id)
+        if not 0 <= section < len(report.sections):
+            raise HTTPException(status_code=404, detail="No such staging folder for this run")
+        return report.sections[section]
+
+    @app.get("/plot/run-seconds.png")
+    def run_seconds_plot(request: Request, dag_id: str, run_id: str, section: int = 0,
+                         user: Any = Depends(require_run_reader)):
+        found = _section(request, dag_id, run_id, section)
+        if not _step_seconds(found.metrics):
+            raise HTTPException(status_code=404, detail="No step of this run recorded its seconds yet")
+        return png_response(plot_run_seconds(found))
+
+    @app.get("/plot/run-blocks.png")
+    def run_blocks_plot(request: Request, dag_id: str, run_id: str, section: int = 0,
+                        user: Any = Depends(require_run_reader)):
+        found = _section(request, dag_id, run_id, section)
+        if _block_sizes(found) is None:
+            raise HTTPException(status_code=404, detail="No per-block sizes for this run")
+        return png_response(plot_run_blocks(found))
+
+    @app.get("/plot/table.png")
+    def table_plot(request: Request, name: str, user: Any = Depends(require_user)):
+        table = read(lambda c: read_table(c, name), lambda: None)
+        if table is None:
+            raise HTTPException(status_code=404, detail="No such table in the layout catalog")
+        return png_response(plot_table(table))
+
+    return app
+
+
+app = create_app()

@@ -1,0 +1,332 @@
+"""The Layouts pages of the Airflow plugin (layout_core.airflow_plugin), against small SQLite
+catalogs filled through the Catalog API, with starlette's TestClient. Airflow's own
+authentication is overridden for the authenticated cases (the real api-server is in
+test_airflow_deployment.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from layout_core.airflow_plugin import create_app, require_run_reader, require_user
+from layout_core.catalog import BlockRecord, Catalog
+from layout_core.pipeline.steps import RunPaths
+
+PROJECT = Path(__file__).resolve().parent.parent
+AIRFLOW_RUN = "manual__2026-01-02T03:04:05.678+00:00"
+STAGED = f"layout_nightly__{AIRFLOW_RUN}"
+HOSTILE = "we\"ird'/../<script>alert(1)</script>&x"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+class Clock:
+    def __init__(self):
+        self.now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+    def __call__(self):
+        self.now += dt.timedelta(minutes=1)
+        return self.now
+
+
+def _blocks(ids, rows):
+    return [BlockRecord(b, r, 10 * r, f"/warehouse/lineitem/block_id={b}", {}, 0, 0) for b, r in zip(ids, rows)]
+
+
+def _fill(url: str) -> None:
+    with Catalog(url, clock=Clock()) as catalog:
+        catalog.register_table("lineitem", "/warehouse/lineitem", "dt", {"columns": {"l_orderkey": "bigint"}})
+        # partition 1995: a first version, then this run's, which retires it
+        first, ids = catalog.begin_version("lineitem", "1995", "fineblock", {}, "layout_nightly__scheduled__x", 2)
+        catalog.set_blocks(first, _blocks(ids, [600, 400]))
+        catalog.activate(first, input_fingerprint="1000:42")
+        second, ids = catalog.begin_version("lineitem", "1995", "qdtree", {}, STAGED, 3)
+        catalog.set_plan(second, {"expected_block_rows": [350.0, 330.0, 320.0]})
+        catalog.set_blocks(second, _blocks(ids, [340, 333, 327]))
+        catalog.activate(second, input_fingerprint="1000:42")
+        # partition 1996: a failed version
+        failed, _ = catalog.begin_version("lineitem", "1996", "qdtree", {}, "cli-run-7", 1)
+        catalog.fail(failed, "verify failed: input has 5 rows")
+        catalog.register_table(HOSTILE, "/warehouse/hostile")
+        odd, ids = catalog.begin_version(HOSTILE, "", "<b>opt</b>", {}, "../../etc/passwd", 1)
+        catalog.set_blocks(odd, _blocks(ids, [7]))
+        catalog.activate(odd, input_fingerprint="7:1")
+
+
+def _write_metrics(warehouse: Path) -> Path:
+    paths = RunPaths(warehouse, "lineitem", "1995", STAGED)
+    paths.staging.mkdir(parents=True)
+    metrics = {
+        "ingest": {"rows": 1000, "seconds": 3.5},
+        "featurize": {"queries": 6, "parsed": 6, "failed": 0, "queries_on_table": 9, "optimizer": "qdtree",
+                      "cuts": 4, "join_induced": 0, "seconds": 2.25},
+        "reduce": {"rows": 1000, "sampled_rows": 1000, "distinct_vectors": 7, "seconds": 1.5},
+        "optimize": {"optimizer": "qdtree", "blocks": 3, "rows": 1000, "sampled_rows": 1000, "seconds": 0.01},
+        "write_blocks": {"version": 2, "blocks": 3, "bytes": 10000, "seconds": 4.0},
+        "verify": {"rows": 1000, "seconds": 1.75},
+        "update_catalog": {"version": 2, "blocks": 3, "rows": 1000, "expected_blocks": 3, "range_sets": 16,
+                           "block_rows_error_max": 0.0286, "seconds": 2.0},
+    }
+    paths.file("metrics.json").write_text(json.dumps(metrics))
+    return paths.staging
+
+
+@pytest.fixture
+def catalog_url(tmp_path) -> str:
+    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    _fill(url)
+    return url
+
+
+@pytest.fixture
+def warehouse(tmp_path) -> Path:
+    folder = tmp_path / "warehouse"
+    _write_metrics(folder)
+    return folder
+
+
+def _client(url: str, warehouse: Path, authenticated: bool = True) -> TestClient:
+    app = create_app(url, warehouse)
+    if authenticated:
+        app.dependency_overrides[require_user] = lambda: "tester"
+        app.dependency_overrides[require_run_reader] = lambda: "tester"
+    return TestClient(app)
+
+
+def _text(page: str) -> str:
+    """The visible text of a page (no style sheet, no tags)."""
+    page = re.sub(r"<style>.*?</style>", "", page, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", page)
+
+
+def _run_url(run_id: str = AIRFLOW_RUN, path: str = "/run", **extra) -> str:
+    from urllib.parse import urlencode
+
+    return f"{path}?{urlencode({'dag_id': 'layout_nightly', 'run_id': run_id, **extra})}"
+
+
+def test_the_tables_page_shows_active_layouts_and_versions_with_their_lineage(catalog_url, warehouse, tmp_path):
+    client = _client(catalog_url, warehouse)
+    response = client.get("/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    page = response.text
+    text = _text(page)
+    assert "lineitem" in text and "partitioned by" in text
+    # the active version of 1995: version 2, qdtree, 3 blocks and 1,000 rows, its fingerprint
+    active = re.search(r"<tr><td>1995</td><td class=\"n\">2</td><td>qdtree</td>.*?</tr>", page).group(0)
+    assert "<td class=\"n\">3</td>" in active and "1,000" in active and "1000:42" in active
+    assert "2026-01-01" in active  # when it was laid out
+    # the versions: the retired first one, this run's (parent 1), the failed one with its reason
+    assert re.search(r"<td class=\"n\">2</td><td>1995</td><td><span class=\"state-active\">active</span></td>"
+                     r"<td>qdtree</td><td><a [^>]*>.*?</a></td><td class=\"n\">1</td>", page)
+    assert "state-retired" in page and "state-failed" in page and "verify failed: input has 5 rows" in page
+    # a DAG run's run id links to its run page; a CLI run id is only shown
+    assert 'href="/run?dag_id=layout_nightly&amp;run_id=manual__2026-01-02T03%3A04%3A05.678%2B00%3A00"' in page
+    assert "<code>cli-run-7</code>" in page
+    # a plot per table, served by the app
+    assert '<img class="plot"' in page and 'src="/plot/table.png?name=lineitem"' in page
+    assert response.headers["content-security-policy"].startswith("default-src 'none'")
+    # no connection string, no local path of the catalog
+    assert "sqlite" not in page and str(tmp_path) not in page
+
+
+def test_a_table_plot_is_a_png(catalog_url, warehouse):
+    client = _client(catalog_url, warehouse)
+    response = client.get("/plot/table.png", params={"name": "lineitem"})
+    assert response.status_code == 200 and response.headers["content-type"] == "image/png"
+    assert response.content.startswith(PNG) and len(response.content) > 5000
+    missing = client.get("/plot/table.png", params={"name": "nope"})
+    assert missing.status_code == 404 and "No such table" in missing.text
+
+
+def test_the_run_page_shows_each_steps_numbers_from_metrics_json(catalog_url, warehouse):
+    client = _client(catalog_url, warehouse)
+    response = client.get(_run_url())
+    assert response.status_code == 200
+    page, text = response.text, _text(response.text)
+    for step in ("ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog"):
+        assert f"<td>{step}</td>" in page, step
+    assert "Catalog version 2" in text and "replaced version 1" in text
+    assert "in (ingest): 1,000" in text and "out (blocks in the catalog, update_catalog): 1,000" in text
+    assert "passed" in text and "the 1,000 rows ingested" in text
+    assert "<td class=\"n\">0.029</td>" in page or "0.0286" in page  # block_rows_error_max
+    assert "expected rows 320–350, real rows 327–340 over 3 blocks" in text
+    assert "distinct_vectors=7" in page and "<td class=\"n\">3.5</td>" in page
+    for plot in ("/plot/run-seconds.png", "/plot/run-blocks.png"):
+        src = _run_url(path=plot, section=0).replace("&", "&amp;")
+        assert f'src="{src}"' in page, plot
+        image = client.get(_run_url(path=plot, section=0))
+        assert image.status_code == 200 and image.content.startswith(PNG) and len(image.content) > 5000
+    assert client.get(_run_url(path="/plot/run-seconds.png", section=1)).status_code == 404
+
+
+def test_a_run_without_a_staging_folder_and_hostile_run_ids(catalog_url, warehouse, tmp_path):
+    client = _client(catalog_url, warehouse)
+    (tmp_path / "secret" / "x").mkdir(parents=True)
+    (tmp_path / "secret" / "x" / "metrics.json").write_text('{"ingest": {"rows": 31337}}')
+    for run_id in ("scheduled__2026-01-01", "../../../secret/x", "..", "../..", "*", "a/../../b",
+                   '"><script>alert(1)</script>'):
+        response = client.get(_run_url(run_id))
+        assert response.status_code == 404, run_id
+        assert "No layout staging folder for this run" in response.text
+        assert "31337" not in response.text and "<script>" not in response.text
+    assert "&lt;script&gt;" in client.get(_run_url('"><script>alert(1)</script>')).text
+    # a star run: one section per table; the one without a catalog version says so
+    other = RunPaths(warehouse, "orders", "", STAGED)
+    other.staging.mkdir(parents=True)
+    other.file("metrics.json").write_text(json.dumps({"ingest": {"rows": 5, "seconds": 1.0}}))
+    page = client.get(_run_url()).text
+    assert "partition <code>(unpartitioned)</code>" in page and "No catalog version for this run yet" in page
+    assert "Steps without numbers yet: featurize, reduce" in page and "not verified" in page
+
+
+def test_the_skipping_page_says_there_is_no_query_history(catalog_url, warehouse):
+    response = _client(catalog_url, warehouse).get("/skipping")
+    assert response.status_code == 200
+    text = _text(response.text)
+    assert "No query history is recorded yet" in text
+    assert not re.search(r"\d", text), "no numbers without a query history"
+
+
+def test_an_empty_catalog_says_so(tmp_path, warehouse):
+    missing = tmp_path / "nothing" / "catalog.db"
+    missing.parent.mkdir()
+    for url, create in ((f"sqlite:///{missing}", False), (f"sqlite:///{tmp_path / 'empty.db'}", True)):
+        if create:
+            Catalog(url).close()
+        client = _client(url, warehouse)
+        response = client.get("/")
+        assert response.status_code == 200 and "The layout catalog is empty" in response.text
+        assert client.get("/plot/table.png", params={"name": "lineitem"}).status_code == 404
+        run = client.get(_run_url())  # its staging folder is there, its catalog version is not
+        assert run.status_code == 200 and "No catalog version for this run yet" in run.text
+        assert "<td>update_catalog</td>" in run.text
+    assert not missing.exists(), "a page never creates the catalog"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_catalog_that_is_down_gives_a_503_page_without_secrets(tmp_path, warehouse):
+    url = f"postgresql+psycopg2://layout:s3cr3t-pw@127.0.0.1:{_closed_port()}/catalog"
+    client = _client(url, warehouse)
+    for path in ("/", _run_url(), "/plot/table.png?name=lineitem"):
+        response = client.get(path)
+        assert response.status_code == 503, path
+        assert "The layout catalog database cannot be read right now" in response.text
+        assert "s3cr3t" not in response.text and "layout:" not in response.text and "postgresql" not in response.text
+    # the skipping page needs no catalog
+    assert client.get("/skipping").status_code == 200
+    # catalog URLs that cannot work: 503, and still no secret
+    for url in ("postgresql://layout:s3cr3t-pw@127.0.0.1:notaport/catalog", "not a URL s3cr3t-pw",
+                "postgresql+nodriver://layout:s3cr3t-pw@127.0.0.1/catalog"):
+        response = _client(url, warehouse).get("/")
+        assert response.status_code == 503 and "s3cr3t" not in response.text, url
+    # a file that is no database: 503 too, and the pages work again once it is a catalog
+    broken = tmp_path / "broken.db"
+    broken.write_bytes(b"this is not a database" * 100)
+    url = f"sqlite:///{broken}"
+    client = _client(url, warehouse)
+    response = client.get("/")
+    assert response.status_code == 503 and str(broken) not in response.text
+    broken.unlink()
+    _fill(url)
+    assert client.get("/").status_code == 200
+
+
+def test_hostile_table_names_are_escaped(catalog_url, warehouse):
+    client = _client(catalog_url, warehouse)
+    page = client.get("/").text
+    assert "<script>" not in page and "<b>opt</b>" not in page
+    assert "we&quot;ird&#x27;/../&lt;script&gt;alert(1)&lt;/script&gt;&amp;x" in page
+    assert "&lt;b&gt;opt&lt;/b&gt;" in page
+    assert "<code>../../etc/passwd</code>" in page  # a run id that is not a DAG run's: not linked
+    src = re.search(r'src="(/plot/table\.png\?name=we[^"]*)"', page).group(1)
+    assert "/" not in src.split("?", 1)[1] and '"' not in src
+    import html
+
+    image = client.get(html.unescape(src))
+    assert image.status_code == 200 and image.content.startswith(PNG)
+
+
+def test_hostile_metrics_are_escaped(catalog_url, warehouse):
+    staging = RunPaths(warehouse, "lineitem", "1995", STAGED).staging
+    evil = "<script>alert(1)</script>"
+    (staging / "metrics.json").write_text(json.dumps({
+        "ingest": {"rows": evil, "seconds": evil}, "verify": {"rows": evil}, evil: {evil: evil},
+        "update_catalog": {"rows": [evil], "blocks": {"x": evil}, "block_rows_error_max": evil}}))
+    client = _client(catalog_url, warehouse)
+    response = client.get(_run_url())
+    assert response.status_code == 200 and "<script>" not in response.text
+    assert "&lt;script&gt;" in response.text
+    # seconds that are no number are not plotted (and there is no plot without any)
+    assert client.get(_run_url(path="/plot/run-seconds.png")).status_code == 404
+    assert "plot/run-seconds.png" not in response.text
+
+
+def test_every_endpoint_needs_an_authenticated_airflow_user(catalog_url, warehouse):
+    client = _client(catalog_url, warehouse, authenticated=False)
+    paths = ["/", "/skipping", _run_url(), "/plot/table.png?name=lineitem",
+             _run_url(path="/plot/run-seconds.png"), _run_url(path="/plot/run-blocks.png")]
+    for path in paths:
+        response = client.get(path)
+        assert response.status_code in (401, 403), (path, response.status_code)
+        assert "lineitem" not in response.text and "1,000" not in response.text
+    # a token Airflow cannot check (no auth manager in this process) is refused too
+    for path in paths:
+        assert client.get(path, headers={"Authorization": "Bearer not-a-jwt"}).status_code in (401, 403), path
+        assert client.get(path, cookies={"_token": "not-a-jwt"}).status_code in (401, 403), path
+
+
+def test_a_run_page_needs_read_access_to_the_dags_runs(catalog_url, warehouse, monkeypatch):
+    import airflow.api_fastapi.app as airflow_app
+
+    asked = []
+
+    class AuthManager:
+        allowed = False
+
+        def is_authorized_dag(self, *, method, user, access_entity=None, details=None):
+            asked.append((method, user, access_entity.name, details.id))
+            return self.allowed
+
+    manager = AuthManager()
+    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: manager)
+    app = create_app(catalog_url, warehouse)
+    app.dependency_overrides[require_user] = lambda: "viewer"
+    client = TestClient(app)
+    assert client.get(_run_url()).status_code == 403
+    assert client.get(_run_url(path="/plot/run-seconds.png")).status_code == 403
+    assert asked[0] == ("GET", "viewer", "RUN", "layout_nightly")
+    manager.allowed = True
+    assert client.get(_run_url()).status_code == 200
+    assert client.get("/").status_code == 200  # the catalog pages need an authenticated user only
+
+
+def test_the_plugin_registers_the_app_a_nav_entry_and_a_dag_run_view():
+    spec = importlib.util.spec_from_file_location("layouts_plugin", PROJECT / "plugins" / "layouts_plugin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from airflow.plugins_manager import is_valid_plugin
+
+    from layout_core import airflow_plugin
+
+    plugin = module.LayoutsPlugin
+    assert is_valid_plugin(plugin)
+    (fastapi_app,) = plugin.fastapi_apps
+    assert fastapi_app["url_prefix"] == "/layouts" and fastapi_app["app"] is airflow_plugin.app
+    views = {view["destination"]: view for view in plugin.external_views}
+    assert views["nav"]["name"] == "Layouts" and views["nav"]["href"] == "layouts/"
+    assert views["dag_run"]["href"] == "layouts/run?dag_id={DAG_ID}&run_id={RUN_ID}"
+    # the UI substitutes encodeURIComponent(run id): the page finds the run's staging folder from it
+    routes = {route.path for route in airflow_plugin.app.routes}
+    assert {"/", "/run", "/skipping", "/plot/table.png", "/plot/run-seconds.png", "/plot/run-blocks.png"} <= routes
