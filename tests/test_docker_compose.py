@@ -148,6 +148,7 @@ def test_dags_and_jobs_mounted(compose, name):
     mounts = _mounts(compose["services"][name])
     assert ("./dags", "/opt/airflow/dags") in mounts
     assert ("./jobs", "/opt/airflow/jobs") in mounts
+    assert ("./plugins", "/opt/airflow/plugins") in mounts  # the Layouts pages
 
 
 def test_referenced_files_exist(compose):
