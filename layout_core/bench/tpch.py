@@ -251,7 +251,11 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         if spark_e2e:
             for frame in tables.values():
                 frame.unpersist()
-            e2e_kinds = [*E2E_LAYOUTS, *(k for k in E2E_OPTIONAL if k in layouts), *([best_dips] if best_dips else [])]
+            # the best diPs row among the layouts written as block folders
+            best_written = min((r for r in result_layouts if r.endswith(DIPS) and r.removesuffix(DIPS) in e2e_layouts),
+                               key=lambda r: result_layouts[r]["blocks_read"], default=None)
+            e2e_kinds = [*E2E_LAYOUTS, *(k for k in E2E_OPTIONAL if k in layouts),
+                         *([best_written] if best_written else [])]
             e2e = spark_end_to_end(spark, schema, [q.sql for q in test_q], paths, folders,
                                    {kind: routing[kind] for kind in e2e_kinds})
     finally:
