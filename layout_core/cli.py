@@ -248,6 +248,29 @@ def cmd_bench_tpch(args) -> int:
     return 0
 
 
+def cmd_dag_test(args) -> int:
+    """One run of a project DAG in-process (`airflow dags test`), with this shell's
+    LAYOUT_* settings: the quickest way to lay out your own tables."""
+    from .airflow_run import airflow_env, run_dag_test
+
+    settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
+    try:
+        conf = json.loads(args.conf)
+    except json.JSONDecodeError as e:
+        raise UserError(f"--conf is not JSON: {e}") from None
+    if not isinstance(conf, dict):
+        raise UserError("--conf must be a JSON object of the DAG's params")
+    home = Path(args.airflow_home).resolve()
+    env = airflow_env(home, settings.catalog_url, Path(settings.warehouse).resolve())
+    if Path(settings.schema).is_file():  # the jobs run elsewhere: give them an absolute path
+        env["LAYOUT_SCHEMA"] = str(Path(settings.schema).resolve())
+    log_file = home / "logs" / f"{args.dag_id}.log"
+    print(f"running {args.dag_id} (airflow dags test; log {log_file})")
+    run_dag_test(env, args.dag_id, conf, log_file=log_file)
+    print(f"{args.dag_id} succeeded; `layout catalog show` lists the new versions")
+    return 0
+
+
 def cmd_optimizers(args) -> int:
     from .optimizers import REGISTRY
 
@@ -380,6 +403,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "tuned and mto(join_key) too, and compute the semi-join lower bound")
     bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
+
+    dt = sub.add_parser("dag-test", help="run layout_nightly or layout_star_nightly once, in-process")
+    dt.add_argument("dag_id", choices=["layout_nightly", "layout_star_nightly", "layout_gc"])
+    dt.add_argument("--conf", default="{}", help="the DAG's params as a JSON object")
+    dt.add_argument("--catalog", help="catalog URL (default: LAYOUT_CATALOG_URL or .layout/catalog.db)")
+    dt.add_argument("--warehouse", help="warehouse root (default LAYOUT_WAREHOUSE)")
+    dt.add_argument("--airflow-home", default=".layout/airflow-test",
+                    help="a private AIRFLOW_HOME (SQLite metadata; nothing listens on a port)")
+    dt.set_defaults(func=cmd_dag_test)
 
     opt = sub.add_parser("optimizers", help="the registered layout optimizers and their settings")
     opt.set_defaults(func=cmd_optimizers)
