@@ -12,6 +12,7 @@ from layout_core.predicates import value_to_json
 def test_help_of_every_command(capsys):
     for argv in (["--help"], ["tpch", "generate", "--help"], ["workload", "tpch", "--help"],
                  ["workload", "analyze", "--help"], ["route", "--help"], ["rewrite", "--help"], ["explain", "--help"],
+                 ["dag-test", "--help"],
                  ["run-workload", "--help"], ["demo", "--help"], ["bench", "sun", "--help"],
                  ["catalog", "show", "--help"], ["optimizers", "--help"], ["bench", "tpch", "--help"]):
         with pytest.raises(SystemExit) as done:
