@@ -20,6 +20,8 @@ import urllib.request
 
 import pytest
 
+from tests.tpch_layouts import lineitem_1995_conf
+
 pytestmark = pytest.mark.slow
 
 
@@ -183,17 +185,10 @@ def test_a_scheduled_deployment_lays_out_a_partition_triggered_through_the_rest_
 
     from layout_core.airflow_deployment import airflow_deployment, is_loopback
     from layout_core.catalog import Catalog
-    from layout_core.workload.tpch import generate, write_sql_file
 
     warehouse = tmp_path / "warehouse"
     catalog_url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    log = tmp_path / "queries.sql"
-    write_sql_file(generate(6, seed=2, templates=[1, 6, 12, 14, 19]), log)
-    conf = {
-        "table": "lineitem", "partition": "1995", "source": str(tpch_sf001 / "lineitem.parquet"),
-        "date_column": "l_shipdate", "start": "1995-01-01", "end": "1996-01-01",
-        "optimizer": "qdtree", "block_rows": 1000, "query_log": str(log), "settings": {},
-    }
+    conf = lineitem_1995_conf(tpch_sf001, tmp_path, instances=6)
     started = time.monotonic()
     with airflow_deployment(tmp_path / "airflow", metadata_url, catalog_url, warehouse) as airflow:
         # nothing listens beyond loopback, and the log servers are not started

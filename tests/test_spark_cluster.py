@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.tpch_layouts import lineitem_1995_conf
+
 pytestmark = pytest.mark.slow
 
 
@@ -28,15 +30,8 @@ def _blocks_of(catalog_url: str, table: str, partition: str) -> set[tuple]:
 def test_the_nightly_dag_on_a_standalone_cluster_writes_the_local_runs_blocks(tmp_path, tpch_sf001):
     from layout_core.airflow_run import airflow_env, run_dag_test
     from layout_core.spark_cluster import master_state, standalone_cluster
-    from layout_core.workload.tpch import generate, write_sql_file
 
-    log = tmp_path / "queries.sql"
-    write_sql_file(generate(4, seed=2, templates=[1, 6, 12, 14, 19]), log)
-    conf = {
-        "table": "lineitem", "partition": "1995", "source": str(tpch_sf001 / "lineitem.parquet"),
-        "date_column": "l_shipdate", "start": "1995-01-01", "end": "1996-01-01",
-        "optimizer": "qdtree", "block_rows": 1000, "query_log": str(log), "settings": {},
-    }
+    conf = lineitem_1995_conf(tpch_sf001, tmp_path)
     urls = {}
     for name in ("local", "cluster"):
         urls[name] = f"sqlite:///{tmp_path / name / 'catalog.db'}"

@@ -36,3 +36,14 @@ def use(frames: dict) -> None:
     """Make `frames` the tables Spark SQL reads by name."""
     for t, frame in frames.items():
         frame.createOrReplaceTempView(t)
+
+
+def lineitem_1995_conf(tpch: Path, folder: Path, optimizer: str = "qdtree", instances: int = 4) -> dict:
+    """layout_nightly's params for lineitem's 1995 rows, trained on a small log written to `folder`."""
+    log = folder / "queries.sql"
+    write_sql_file(generate(instances, seed=2, templates=[1, 6, 12, 14, 19]), log)
+    return {
+        "table": "lineitem", "partition": "1995", "source": str(tpch / "lineitem.parquet"),
+        "date_column": "l_shipdate", "start": "1995-01-01", "end": "1996-01-01",
+        "optimizer": optimizer, "block_rows": 1000, "query_log": str(log), "settings": {},
+    }
