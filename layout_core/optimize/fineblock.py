@@ -374,10 +374,11 @@ def _merge_pool(pool, counts, all_packed, pk, min_size, progress,
         merges += 1
         if bar is not None:
             bar.update(1)
-        elif merges % 1000 == 0:
-            log.debug("bottom_up: %d merges, %d groups left", merges, n_active)
+        elif merges % 1000 == 0:  # a task log has no bar: a line now and then
+            log.info("bottom_up: %d merges, %d groups left", merges, n_active)
     if bar is not None:
         bar.close()
+    log.info("bottom_up: %d merges, %d groups left", merges, n_active)
     if n_active == 1:
         g = int(np.flatnonzero(active)[0])
         return members[g], int(size[g]), packed[g].copy()

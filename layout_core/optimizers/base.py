@@ -13,6 +13,8 @@ column on its own.
 
 from __future__ import annotations
 
+import sys
+
 import hashlib
 import json
 import math
@@ -251,6 +253,12 @@ class Optimizer:
         lines += [f"  {s.name} ({'|'.join(s.choices) if s.choices else s.kind}, default {s.default!r}): {s.help}"
                   for s in self.settings]
         return "\n".join(lines)
+
+
+def show_progress() -> bool:
+    """A progress bar for long optimizer loops on a terminal; elsewhere (Airflow task
+    logs, pipes) the loops log a line of numbers every few hundred steps instead."""
+    return sys.stderr.isatty()
 
 
 def check_leaf_order(sort_column: str, leaf_order: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import BLOCK_ROWS, EXCLUDE_COLUMNS, CandidateCut, Optimizer, Setting, excluded
+from .base import BLOCK_ROWS, EXCLUDE_COLUMNS, CandidateCut, Optimizer, Setting, excluded, show_progress
 from .plan import PieceBlocks, new_plan
 
 NUM_FEAT = Setting("num_feat", "int", 15, "features mined from the log (Sun's numFeat)")
@@ -38,7 +38,7 @@ class FineBlock(Optimizer):
         # a feature weighs as many queries as it subsumes (Sun's objective)
         weights = np.array([c.support for c in inputs.cuts], dtype=float)
         vc = VectorCounts(inputs.vectors.vectors(len(inputs.cuts)), inputs.vectors.counts, weights)
-        blocks = bottom_up(vc, settings["block_rows"])
+        blocks = bottom_up(vc, settings["block_rows"], progress=show_progress())
         pieces = tuple((keys[v], int(b), int(s), int(e)) for v, b, s, e
                        in zip(blocks.vector_index, blocks.block, blocks.row_start, blocks.row_end))
         return new_plan(self, inputs, settings, PieceBlocks(pieces), blocks.block_sizes().tolist())

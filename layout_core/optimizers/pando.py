@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .base import (BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SORT_COLUMN, PlanError, Setting,
-                   sort_columns)
+                   show_progress, sort_columns)
 from .plan import TupleBlocks, as_tuples, new_plan
 from .qdtree import TreeOptimizer
 
@@ -92,8 +92,8 @@ def grow_layout(vc, workload, k: int, block_rows: int, max_tuples: int):
     """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs."""
     from ..optimize.pando import bottom_up_blocks, grow_within_bound, truncate
 
-    grown = grow_within_bound(vc, workload, k, block_rows, max_tuples)
-    blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows)
+    grown = grow_within_bound(vc, workload, k, block_rows, max_tuples, progress=show_progress())
+    blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows, progress=show_progress())
     return grown, blocks, truncate(grown.trees, blocks)
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .base import (BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SAMPLE_ROWS, SORT_COLUMN, CandidateCut,
-                   Optimizer, check_leaf_order, excluded, sort_columns)
+                   Optimizer, check_leaf_order, excluded, show_progress, sort_columns)
 from .plan import TreeBlocks, as_tuples, new_plan
 
 
@@ -57,7 +57,7 @@ class TreeOptimizer(Optimizer):
         vc = VectorCounts(sample.vectors(m), sample.counts, np.ones(m))
         # a leaf holds at least one block of the full table: block_rows / scale sampled rows
         root = greedy_tree(vc, inputs.workload.matrices(m), max(1, math.ceil(block_rows / sample.scale)),
-                           objective="router")
+                           objective="router", progress=show_progress())
         if sample.rows == 0:
             rule = TreeBlocks(as_tuples(tree_to_json(root)), (0,), (0,), order)
             return new_plan(self, inputs, settings, rule, (), choices)
