@@ -362,27 +362,24 @@ def _reduced_sql(analysis, key: str, visited: frozenset) -> str:
 
 def router_latencies(queries, index: RoutingIndex, schema, dips: bool) -> list[float]:
     """Per query, the median milliseconds of routing it (parsing included) over ROUTER_ROUNDS."""
-    out = []
-    for q in queries:
-        rounds = []
-        for _ in range(ROUTER_ROUNDS):
-            started = time.perf_counter()
-            route_query(q.sql, index, schema, dips=dips)
-            rounds.append((time.perf_counter() - started) * 1000)
-        out.append(float(np.median(rounds)))
-    return out
+    return median_ms(queries, lambda sql: route_query(sql, index, schema, dips=dips))
 
 
 def sqlglot_latencies(queries) -> list[float]:
     """The baseline of router latency: a plain sqlglot parse and generate of each query."""
     import sqlglot
 
+    return median_ms(queries, lambda sql: sqlglot.parse_one(sql, dialect="spark").sql(dialect="spark"))
+
+
+def median_ms(queries, call) -> list[float]:
+    """Per query, the median milliseconds of `call(sql)` over ROUTER_ROUNDS runs."""
     out = []
     for q in queries:
         rounds = []
         for _ in range(ROUTER_ROUNDS):
             started = time.perf_counter()
-            sqlglot.parse_one(q.sql, dialect="spark").sql(dialect="spark")
+            call(q.sql)
             rounds.append((time.perf_counter() - started) * 1000)
         out.append(float(np.median(rounds)))
     return out
