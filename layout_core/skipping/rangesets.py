@@ -29,6 +29,16 @@ from typing import Any, Iterable
 from ..predicates import value_from_json, value_to_json
 
 
+def ranges_to_json(ranges: Iterable[tuple]) -> list[list]:
+    """A range set as the catalog stores it (`ranges` of a column's block stats)."""
+    return [[value_to_json(lo), value_to_json(hi)] for lo, hi in ranges]
+
+
+def ranges_from_json(raw: Iterable) -> tuple[tuple, ...]:
+    """The stored `ranges` back as (lo, hi) values."""
+    return tuple((value_from_json(lo), value_from_json(hi)) for lo, hi in raw)
+
+
 def width(lo: Any, hi: Any) -> float:
     """How far apart two values of one column are (hi >= lo)."""
     if isinstance(lo, dt.datetime):
@@ -86,7 +96,7 @@ def grow_column_stats(stats: dict | None, values: Iterable[Any], n_r: int) -> di
         return stats  # unknown stays unknown
     lo, hi = value_from_json(stats.get("min")), value_from_json(stats.get("max"))
     if "ranges" in stats:
-        ranges = [(value_from_json(a), value_from_json(b)) for a, b in stats["ranges"]]
+        ranges = list(ranges_from_json(stats["ranges"]))
     else:
         ranges = [(lo, hi)] if lo is not None and hi is not None else []
     grown = grow_ranges(ranges, values, n_r)
@@ -95,7 +105,7 @@ def grow_column_stats(stats: dict | None, values: Iterable[Any], n_r: int) -> di
         stats["min"], stats["max"] = value_to_json(grown[0][0]), value_to_json(grown[-1][1])
     stats.pop("ranges", None)
     if len(grown) > 1:
-        stats["ranges"] = [[value_to_json(a), value_to_json(b)] for a, b in grown]
+        stats["ranges"] = ranges_to_json(grown)
     return stats
 
 

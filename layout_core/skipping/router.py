@@ -52,6 +52,7 @@ from ..predicates import (TRUE, ColumnStats, JoinInduced, Predicate, PredicateVi
 from ..schema import Schema
 from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze
 from .dips import NO_RANGES, DipEffect, KeyRanges, exchange_dips, key_ranges
+from .rangesets import ranges_from_json
 from .verdict import Verdict
 from .zonemaps import ZoneMaps, might_match_blocks
 
@@ -298,7 +299,7 @@ def column_stats(raw: dict, row_count: int) -> dict[str, ColumnStats]:
             out[column] = ColumnStats(
                 value_from_json(s.get("min")), value_from_json(s.get("max")),
                 int(s.get("null_count", 0)), row_count,
-                tuple((value_from_json(lo), value_from_json(hi)) for lo, hi in s.get("ranges", ())),
+                ranges_from_json(s.get("ranges", ())),
             )
         except (ValueError, TypeError, AttributeError):
             continue  # unreadable stats: this column's zone map is not used

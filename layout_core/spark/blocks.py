@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from ..predicates import value_to_json
 from ..schema import TableSchema
 from ..skipping.rewrite import BLOCK_COLUMN
+from ..skipping.rangesets import ranges_to_json
 from ..skipping.zonemaps import DEFAULT_RANGE_SETS
 
 VECTOR_COLUMN = "_vec"
@@ -105,8 +106,8 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
             stats[c] = {"min": value_to_json(lo), "max": value_to_json(hi), "null_count": int(row[f"_nulls_{c}"])}
             gaps = row[f"_gaps_{c}"] if range_sets > 1 else None
             if gaps:
-                stats[c]["ranges"] = [[value_to_json(a), value_to_json(b)]
-                                      for a, b in ranges_between_gaps(lo, hi, [(g["prev"], g["next"]) for g in gaps])]
+                stats[c]["ranges"] = ranges_to_json(
+                    ranges_between_gaps(lo, hi, [(g["prev"], g["next"]) for g in gaps]))
         union = all_ = 0
         for i, flag in enumerate(cut_flag_columns(n_cuts)):
             union |= int(row[f"_any{flag}"]) << i
