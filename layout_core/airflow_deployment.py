@@ -33,7 +33,6 @@ import ipaddress
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from pathlib import Path
 
 from .airflow_run import PROJECT, _airflow, airflow_env
 from .errors import ToolError
+from .processes import alive, proc_stat, process_tree, reap, stop_processes
 
 PG_SERVER = os.environ.get("LAYOUT_AIRFLOW_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
 HOST = "127.0.0.1"
@@ -133,78 +133,9 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/<pid>/stat from the state on (state, ppid, pgrp, session, ...)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2:].split()
-
-
 def _start_time(pid: int) -> int | None:
-    fields = _stat(pid)
+    fields = proc_stat(pid)
     return int(fields[19]) if fields else None
-
-
-def _alive(pid: int) -> bool:
-    fields = _stat(pid)
-    return fields is not None and fields[0] not in ("Z", "X")
-
-
-def process_tree(roots: list[int]) -> set[int]:
-    """The roots, their descendants and every process of their sessions (each root
-    leads a session of its own: a spark-submit JVM whose parent died stays in it)."""
-    parents, sessions = {}, {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (fields := _stat(int(entry))):
-            parents[int(entry)] = int(fields[1])
-            sessions[int(entry)] = int(fields[3])
-    tree = {pid for pid in roots if pid in parents}
-    tree |= {pid for pid, sid in sessions.items() if sid in tree}
-    grew = True
-    while grew:
-        more = {pid for pid, ppid in parents.items() if ppid in tree} - tree
-        tree |= more
-        grew = bool(more)
-    return tree
-
-
-def _kill(pids, sig) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-
-def _reap(processes: list[subprocess.Popen]) -> None:
-    for p in processes:
-        p.poll()
-
-
-def stop_processes(pids: list[int], timeout: float = 30.0, processes: list[subprocess.Popen] = ()) -> None:
-    """SIGTERM to each pid, SIGKILL to those (and their process trees) still alive after
-    `timeout`. `processes`: the Popen objects of those we started ourselves (reaped)."""
-    pids = [pid for pid in pids if _alive(pid)]
-    tree = process_tree(pids)
-    _kill(pids, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        _reap(list(processes))
-        if not any(_alive(pid) for pid in pids):
-            break
-        time.sleep(0.5)
-    _kill([pid for pid in pids if _alive(pid)], signal.SIGKILL)
-    # what they started and left behind (task runners, spark-submit JVMs)
-    leftovers = [pid for pid in (tree | process_tree(pids)) - set(pids) if _alive(pid)]
-    if leftovers:
-        _kill(leftovers, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(_alive(pid) for pid in leftovers):
-            time.sleep(0.5)
-        _kill([pid for pid in leftovers if _alive(pid)], signal.SIGKILL)
-    for p in processes:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.wait(timeout=10)
 
 
 def stop_components(pids: dict[str, int], timeout: float = 30.0, processes: list[subprocess.Popen] = ()) -> None:
@@ -424,8 +355,8 @@ class Deployment:
 
     # -- processes and sockets
     def _check_processes(self) -> None:
-        dead = [name for name, pid in self.pids.items() if not _alive(pid)]
-        _reap(self.processes)
+        dead = [name for name, pid in self.pids.items() if not alive(pid)]
+        reap(self.processes)
         if dead:
             tails = "\n".join(f"--- {name}.log ---\n{_tail(self.home / f'{name}.log')}" for name in dead)
             raise ToolError(f"Airflow component(s) {', '.join(dead)} exited:\n{tails}")
@@ -533,7 +464,7 @@ def _state_file(home: Path) -> Path:
 def _running(state: dict) -> dict[str, int]:
     """The recorded processes that are still the ones we started (pid and start time)."""
     return {name: p["pid"] for name, p in state["processes"].items()
-            if _alive(p["pid"]) and _start_time(p["pid"]) == p["start_time"]}
+            if alive(p["pid"]) and _start_time(p["pid"]) == p["start_time"]}
 
 
 def cli_start(home: Path, database: str, port: int, server: str = PG_SERVER) -> int:

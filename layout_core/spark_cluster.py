@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import ToolError
+from .processes import stop_processes
 
 
 def spark_home() -> Path:
@@ -66,8 +66,8 @@ def standalone_cluster(log_dir: Path, port: int = 7077, web_port: int = 8090, wo
               timeout, "the Spark worker", processes, log_dir / "worker.log")
         yield url
     finally:
-        for process in reversed(processes):
-            _stop(process)
+        for process in reversed(processes):  # the worker, then the master
+            stop_processes([process.pid], timeout=20, processes=[process])
 
 
 def _wait(ready, timeout: float, what: str, processes, log: Path) -> None:
@@ -83,14 +83,3 @@ def _wait(ready, timeout: float, what: str, processes, log: Path) -> None:
         time.sleep(1)
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:]) if log.exists() else ""
     raise ToolError(f"{what} did not start within {timeout:.0f} s:\n{tail}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)

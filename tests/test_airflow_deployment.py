@@ -214,9 +214,9 @@ def test_a_scheduled_deployment_lays_out_a_partition_triggered_through_the_rest_
         assert all(is_loopback(address) for _, address, _ in airflow.listeners_seen)
         pids = dict(airflow.pids)
     print(f"deployment, run and stop: {time.monotonic() - started:.0f} s")
-    from layout_core.airflow_deployment import _alive
+    from layout_core.processes import alive
 
-    assert not any(_alive(pid) for pid in pids.values())
+    assert not any(alive(pid) for pid in pids.values())
 
     expected = pq.read_table(tpch_sf001 / "lineitem.parquet", columns=["l_shipdate"]).to_pandas()
     year_rows = int((expected["l_shipdate"].astype(str).str[:4] == "1995").sum())
