@@ -3,6 +3,9 @@
     layout tpch generate --sf 0.1 --out DIR
     layout workload tpch --per-template 8 --seed 1 [--templates 3,5,6] [--skew 3] --out FILE.sql
     layout workload analyze FILE.sql [--schema tpch] [--json]
+    layout workload import FILE (.sql statements or JSON lines {"ts", "sql"})
+    layout workload history [--days 1] [--table T] [--limit 20] [--json]
+    layout stats [--days 7] [--table T] [--json]
     layout route "<sql>" [--json] [--no-dips]
     layout explain "<sql>" [--json] [--no-dips]
     layout rewrite "<sql>" [--no-dips]
@@ -77,6 +80,81 @@ def cmd_workload_analyze(args) -> int:
     return 0
 
 
+def cmd_workload_import(args) -> int:
+    import datetime as dt
+
+    from .catalog import Catalog
+    from .workload.history import parse_query_log
+
+    settings = load_settings(catalog_url=args.catalog)
+    text = _read_sql(args.file) if args.file == "-" else Path(args.file).read_text()
+    parsed = parse_query_log(text, dt.datetime.now(dt.timezone.utc), settings.history_retention_days)
+    for bad in parsed.bad[:args.show_bad]:
+        print(f"{args.file}:{bad.line}: skipped: {bad.reason}", file=sys.stderr)
+    if len(parsed.bad) > args.show_bad:
+        print(f"... and {len(parsed.bad) - args.show_bad} more bad entries", file=sys.stderr)
+    with Catalog(settings.catalog_url) as catalog:
+        catalog.record_queries(parsed.queries, dt.timedelta(days=settings.history_retention_days))
+    print(f"loaded {len(parsed.queries)} queries into the history; {len(parsed.bad)} bad entries skipped"
+          + (f"; {parsed.too_old} older than the {settings.history_retention_days}-day retention not loaded"
+             if parsed.too_old else ""))
+    return 0
+
+
+def _since(days: float):
+    import datetime as dt
+
+    if days <= 0:
+        raise UserError(f"--days must be > 0, not {days}")
+    return dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
+
+
+def cmd_workload_history(args) -> int:
+    from .catalog import Catalog
+
+    settings = load_settings(catalog_url=args.catalog)
+    with Catalog(settings.catalog_url) as catalog:
+        queries = catalog.query_history(since=_since(args.days), table=args.table, limit=args.limit)
+    if args.json:
+        print(json.dumps([{"query_id": q.query_id, "ts": q.ts.isoformat(), "source": q.source,
+                           "fingerprint": q.fingerprint, "analyzed": q.analyzed, "sql": q.sql,
+                           "reads": [{"table": r.table, "blocks_read": r.blocks_read,
+                                      "blocks_total": r.blocks_total, "read_all": r.read_all}
+                                     for r in q.reads]} for q in queries], indent=1))
+        return 0
+    for q in queries:
+        reads = ", ".join(f"{r.table} {'all' if r.read_all else f'{r.blocks_read}/{r.blocks_total}'}"
+                          for r in q.reads) or "-"
+        print(f"{q.ts:%Y-%m-%d %H:%M:%S} {q.source:7s} {q.fingerprint} {reads} | {' '.join(q.sql.split())[:80]}")
+    print(f"{len(queries)} queries")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    from .catalog import Catalog
+    from .workload.history import summarize_history
+
+    settings = load_settings(catalog_url=args.catalog)
+    with Catalog(settings.catalog_url) as catalog:
+        tables = summarize_history(catalog.query_history(since=_since(args.days), table=args.table))
+    if args.table:
+        tables = [t for t in tables if t.table == args.table]
+    if args.json:
+        print(json.dumps([t.to_json() for t in tables], indent=1))
+        return 0
+    if not tables:
+        print(f"no routed queries in the last {args.days:g} days")
+        return 0
+    for t in tables:
+        print(f"{t.table}: {t.queries} queries, {t.scans} scans, read {t.blocks_read} of "
+              f"{t.blocks_total} blocks ({t.skipped:.1%} skipped), {t.rows_read} of {t.rows_total} rows"
+              + (f"; {t.read_in_full} scans read the table in full" if t.read_in_full else ""))
+        for tpl in t.templates[:args.top]:
+            print(f"  {tpl.fingerprint} x{tpl.queries}: {tpl.blocks_read}/{tpl.blocks_total} blocks "
+                  f"({tpl.skipped:.1%} skipped) | {' '.join(tpl.example.split())[:70]}")
+    return 0
+
+
 def _routing(args):
     from .catalog import Catalog
     from .schema import load_schema
@@ -87,6 +165,17 @@ def _routing(args):
     with Catalog(settings.catalog_url) as catalog:
         index = RoutingIndex.from_snapshot(catalog.snapshot())
     return schema, index
+
+
+def _record(args, route, source: str) -> None:
+    """Add a routed query to the catalog's history (a failure only logs a warning)."""
+    from .workload.history import QueryRecorder
+
+    if getattr(args, "no_history", False):
+        return
+    settings = load_settings(catalog_url=args.catalog)
+    with QueryRecorder(settings.catalog_url, source, settings.history_retention_days) as record:
+        record(route)
 
 
 def _read_sql(text: str) -> str:
@@ -103,6 +192,7 @@ def cmd_route(args) -> int:
 
     schema, index = _routing(args)
     route = route_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
+    _record(args, route, "route")
     for w in route.warnings:
         log.warning(w)
     if args.json:
@@ -165,6 +255,7 @@ def cmd_rewrite(args) -> int:
 
     schema, index = _routing(args)
     route = route_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
+    _record(args, route, "rewrite")
     for w in route.warnings:
         log.warning(w)
     print(rewrite_sql(route, index))
@@ -179,6 +270,7 @@ def cmd_run_workload(args) -> int:
     from .spark.views import register_layout_views
     from .spark_session import local_session
     from .sql.statements import split_statements
+    from .workload.history import QueryRecorder
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
     schema = load_schema(args.schema or settings.schema)
@@ -203,8 +295,10 @@ def cmd_run_workload(args) -> int:
             if run.equal is False:
                 print(f"    {run.difference}", file=sys.stderr)
 
-        runs = run_workload(spark, statements, RoutingIndex.from_snapshot(snapshot), schema,
-                            locations, compare=args.compare, progress=show)
+        with QueryRecorder(settings.catalog_url, "run", settings.history_retention_days) as recorder:
+            runs = run_workload(spark, statements, RoutingIndex.from_snapshot(snapshot), schema,
+                                locations, compare=args.compare, progress=show,
+                                record=None if args.no_history else recorder)
     finally:
         spark.stop()
     different = [r.index for r in runs if r.equal is False]
@@ -341,6 +435,20 @@ def build_parser() -> argparse.ArgumentParser:
     wa.add_argument("--top", type=int, default=10, help="items per section in the text report")
     wa.set_defaults(func=cmd_workload_analyze)
 
+    wi = workload.add_parser("import", help="load an external query log into the catalog's query history")
+    wi.add_argument("file", help='SQL statements separated by ";", or JSON lines {"ts": ..., "sql": ...}; - for stdin')
+    wi.add_argument("--catalog", help="catalog URL")
+    wi.add_argument("--show-bad", type=int, default=20, help="bad entries to print (default 20)")
+    wi.set_defaults(func=cmd_workload_import)
+
+    wh = workload.add_parser("history", help="the most recent queries of the catalog's query history")
+    wh.add_argument("--catalog", help="catalog URL")
+    wh.add_argument("--days", type=float, default=1.0, help="look back this many days (default 1)")
+    wh.add_argument("--table", help="only queries that read this table")
+    wh.add_argument("--limit", type=int, default=20, help="at most this many, newest (default 20)")
+    wh.add_argument("--json", action="store_true")
+    wh.set_defaults(func=cmd_workload_history)
+
     for name, func, text in (
         ("route", cmd_route, "the blocks a query reads, per table reference"),
         ("rewrite", cmd_rewrite, "the query with block_id filters added"),
@@ -355,7 +463,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "from the tables it joins")
         if name in ("route", "explain"):
             p.add_argument("--json", action="store_true")
+        if name in ("route", "rewrite"):
+            p.add_argument("--no-history", action="store_true",
+                           help="do not add the query to the catalog's query history")
         p.set_defaults(func=func)
+
+    st = sub.add_parser("stats", help="how many blocks the recorded queries skipped, per table and template")
+    st.add_argument("--catalog", help="catalog URL")
+    st.add_argument("--days", type=float, default=7.0, help="look back this many days (default 7)")
+    st.add_argument("--table", help="one table only")
+    st.add_argument("--top", type=int, default=5, help="templates per table in the text report")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_stats)
 
     rw = sub.add_parser("run-workload", help="run queries on Spark with the router's block filters")
     rw.add_argument("file", help="a SQL file, statements separated by ';'")
@@ -366,6 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
     rw.add_argument("--compare", action="store_true",
                     help="also run each query as written and require identical answers")
     rw.add_argument("--json", action="store_true")
+    rw.add_argument("--no-history", action="store_true",
+                    help="do not add the queries to the catalog's query history")
     rw.set_defaults(func=cmd_run_workload)
 
     demo = sub.add_parser("demo", help="TPC-H end to end: data, queries, two nightly DAG runs, report")

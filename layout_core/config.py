@@ -4,6 +4,7 @@
     LAYOUT_WAREHOUSE     root folder of the laid-out tables  default .layout/warehouse
     LAYOUT_SCHEMA        schema name or file                 default tpch
     LAYOUT_RANGE_SETS    ranges per block and column (n_r)   default 16 (1: min/max only)
+    LAYOUT_HISTORY_RETENTION_DAYS  days of query history kept  default 30
     LAYOUT_CONFIG        the YAML file                       default ./layout.yaml if present
 
 The YAML file uses the same names in lower case without the prefix:
@@ -29,6 +30,7 @@ class Settings:
     warehouse: str
     schema: str
     range_sets: int = 16  # (skipping.zonemaps.DEFAULT_RANGE_SETS; config imports nothing of ours)
+    history_retention_days: int = 30
 
 
 class ConfigError(UserError, ValueError):
@@ -42,7 +44,7 @@ def _file_settings() -> dict:
     data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
-    unknown = set(data) - {"catalog_url", "warehouse", "schema", "range_sets"}
+    unknown = set(data) - {"catalog_url", "warehouse", "schema", "range_sets", "history_retention_days"}
     if unknown:
         raise ConfigError(f"{path}: unknown settings {sorted(unknown)}")
     return data
@@ -66,6 +68,7 @@ def load_settings(**overrides: str | None) -> Settings:
         warehouse=pick("warehouse", str((DEFAULT_HOME / "warehouse").resolve())),
         schema=pick("schema", "tpch"),
         range_sets=_range_sets(pick("range_sets", "16")),
+        history_retention_days=_retention_days(pick("history_retention_days", "30")),
     )
     if settings.catalog_url.startswith("sqlite:///"):
         Path(settings.catalog_url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
@@ -80,4 +83,15 @@ def _range_sets(text) -> int:
         value = 0
     if not 1 <= value <= 256:
         raise ConfigError(f"range_sets must be an integer from 1 to 256, not {text!r}")
+    return value
+
+
+def _retention_days(text) -> int:
+    """Days of query history kept: 1 to 3650."""
+    try:
+        value = int(str(text))
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 3650:
+        raise ConfigError(f"history_retention_days must be an integer from 1 to 3650, not {text!r}")
     return value

@@ -24,6 +24,7 @@ from .catalog import Catalog
 from .schema import load_schema
 from .skipping.router import RoutingIndex, route_query
 from .sql.statements import split_statements
+from .workload.history import QueryRecorder
 from .workload.tpch import generate, write_sql_file
 from .workload.tpch_data import generate_tpch
 
@@ -72,13 +73,17 @@ def _in_process(spark, home: Path, tpch: Path, train: Path, optimizer: str) -> s
 
 
 def read_fractions(url: str, queries: list[str]) -> dict:
-    """Rows and blocks of lineitem the router reads for each query, and totals."""
+    """Rows and blocks of lineitem the router reads for each query, and totals.
+    The routes go to the catalog's query history (the Airflow Skipping page shows them)."""
     schema = load_schema("tpch")
     with Catalog(url) as catalog:
         index = RoutingIndex.from_snapshot(catalog.snapshot())
     per_query = []
-    for sql in queries:
-        route = route_query(sql, index, schema)
+    with QueryRecorder(url, "demo") as record:
+        routes = [route_query(sql, index, schema) for sql in queries]
+        for route in routes:
+            record(route)
+    for route in routes:
         refs = [r for r in route.refs if r.table == "lineitem" and not r.read_all]
         per_query.append({
             "rows": sum(r.rows for r in refs), "rows_total": sum(r.rows_total for r in refs),

@@ -2,6 +2,7 @@
 
 from .records import (
     CUT_KINDS,
+    QUERY_SOURCES,
     STATES,
     UNPARTITIONED,
     ActiveLayout,
@@ -9,6 +10,8 @@ from .records import (
     CatalogSnapshot,
     CutRecord,
     PurgeRecord,
+    QueryRecord,
+    RefRead,
     TableInfo,
     TreeNodeRecord,
     VersionInfo,
@@ -18,6 +21,7 @@ from .store import Catalog, CatalogError, check_trees
 
 __all__ = [
     "CUT_KINDS",
+    "QUERY_SOURCES",
     "STATES",
     "UNPARTITIONED",
     "ActiveLayout",
@@ -27,6 +31,8 @@ __all__ = [
     "CatalogSnapshot",
     "CutRecord",
     "PurgeRecord",
+    "QueryRecord",
+    "RefRead",
     "TableInfo",
     "TreeNodeRecord",
     "VersionInfo",

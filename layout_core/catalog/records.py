@@ -251,3 +251,57 @@ class CatalogSnapshot:
         """The active layouts of one table, sorted by partition."""
         found = [layout for (name, _), layout in self.layouts.items() if name == table]
         return sorted(found, key=lambda layout: layout.version.partition)
+
+
+QUERY_SOURCES = ("route", "rewrite", "explain", "run", "demo", "import", "api")
+
+
+@dataclass(frozen=True, slots=True)
+class RefRead:
+    """What one table reference of a routed query read: its blocks (all active
+    versions of the table together) against the blocks it could have read.
+
+    `block_ids` is `BitMap64(ids).serialize()` of the blocks read, None when the
+    reference was read in full (no active layout, or the query was not analyzed).
+    """
+
+    ref: int  # position of the reference in the query (a self-join has several)
+    table: str
+    blocks_read: int
+    blocks_total: int
+    rows_read: int
+    rows_total: int
+    versions: tuple[int, ...] = ()
+    block_ids: bytes | None = None
+
+    @property
+    def read_all(self) -> bool:
+        return self.block_ids is None
+
+    def blocks(self) -> BitMap64:
+        """The ids of the blocks read (empty for a reference read in full)."""
+        return BitMap64() if self.block_ids is None else BitMap64.deserialize(self.block_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryRecord:
+    """One query of the history: when, what, its template, and what it read.
+
+    `fingerprint` names the query's template (the SQL with its literals
+    abstracted), so instances of one template share it. `reads` is empty for an
+    imported query (it was not routed here) and for one that could not be parsed.
+    """
+
+    ts: dt.datetime
+    sql: str
+    fingerprint: str
+    source: str
+    analyzed: bool = True
+    reads: tuple[RefRead, ...] = ()
+    query_id: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in QUERY_SOURCES:
+            raise ValueError(f"query source must be one of {QUERY_SOURCES}, not {self.source!r}")
+        if self.ts.tzinfo is None:
+            raise ValueError("query timestamps must be timezone-aware")

@@ -27,6 +27,8 @@ from .records import (
     CatalogSnapshot,
     CutRecord,
     PurgeRecord,
+    QueryRecord,
+    RefRead,
     TableInfo,
     TreeNodeRecord,
     VersionInfo,
@@ -140,6 +142,33 @@ purges_t = sa.Table(
     sa.Column("path", sa.Text, nullable=False),
     sa.Column("bytes", sa.BigInteger, nullable=False),
     sa.Column("purged_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+# The query history: every routed or imported query, pruned after a retention
+# period. Reads are per table reference, so a self-join records each of its scans.
+queries_t = sa.Table(
+    "layout_queries", metadata,
+    sa.Column("query_id", Id, primary_key=True, autoincrement=True),
+    sa.Column("ts", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("sql_text", sa.Text, nullable=False),
+    sa.Column("fingerprint", sa.String(64), nullable=False, index=True),
+    sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("analyzed", sa.Boolean, nullable=False),
+)
+
+query_reads_t = sa.Table(
+    "layout_query_reads", metadata,
+    sa.Column("query_id", Id, sa.ForeignKey("layout_queries.query_id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("ref", sa.Integer, primary_key=True),
+    # No foreign key: history outlives a table that is dropped from the catalog.
+    sa.Column("table_name", sa.String(255), nullable=False, index=True),
+    sa.Column("blocks_read", sa.BigInteger, nullable=False),
+    sa.Column("blocks_total", sa.BigInteger, nullable=False),
+    sa.Column("rows_read", sa.BigInteger, nullable=False),
+    sa.Column("rows_total", sa.BigInteger, nullable=False),
+    sa.Column("versions_json", sa.Text, nullable=False),
+    sa.Column("block_ids", sa.LargeBinary),  # BitMap64, NULL when read in full
 )
 
 # Columns added to tables of the first release, in the order they were added.
@@ -322,6 +351,12 @@ def _tree_node_record(row) -> TreeNodeRecord:
 def _tree_node_row(version_id: int, node: TreeNodeRecord) -> dict[str, Any]:
     return {"version_id": version_id, "tree": node.tree, "node_id": node.node_id, "cut": node.cut,
             "left_id": node.left, "right_id": node.right, "leaf_id": node.leaf_id, "rows": node.rows}
+
+
+def _ref_read(row) -> RefRead:
+    return RefRead(row.ref, row.table_name, row.blocks_read, row.blocks_total, row.rows_read,
+                   row.rows_total, tuple(json.loads(row.versions_json)),
+                   None if row.block_ids is None else bytes(row.block_ids))
 
 
 def _purge_record(row) -> PurgeRecord:
@@ -585,6 +620,65 @@ class Catalog:
                                                   bytes=record.bytes, purged_at=record.purged_at))
         return record
 
+    # ----------------------------------------------------------- query history
+
+    def record_queries(self, queries: Iterable[QueryRecord],
+                       retention: dt.timedelta | None = None) -> list[int]:
+        """Add queries to the history in one transaction; with `retention`, also
+        delete the history older than now - retention. Returns the new query ids."""
+        queries = list(queries)
+        ids = []
+        with self._write() as conn:
+            for query in queries:
+                query_id = conn.execute(queries_t.insert().values(
+                    ts=query.ts, sql_text=query.sql, fingerprint=query.fingerprint,
+                    source=query.source, analyzed=query.analyzed)).inserted_primary_key[0]
+                ids.append(int(query_id))
+                if query.reads:
+                    conn.execute(query_reads_t.insert(), [
+                        {"query_id": query_id, "ref": r.ref, "table_name": r.table,
+                         "blocks_read": r.blocks_read, "blocks_total": r.blocks_total,
+                         "rows_read": r.rows_read, "rows_total": r.rows_total,
+                         "versions_json": _dump(list(r.versions)), "block_ids": r.block_ids}
+                        for r in query.reads])
+            if retention is not None:
+                _delete_history_before(conn, self._now() - retention)
+        return ids
+
+    def prune_history(self, before: dt.datetime) -> int:
+        """Delete the queries recorded before `before` (a naive time means UTC); returns how many."""
+        with self._write() as conn:
+            return _delete_history_before(conn, _utc(before))
+
+    def query_history(self, since: dt.datetime | None = None, until: dt.datetime | None = None,
+                      table: str | None = None, limit: int | None = None) -> list[QueryRecord]:
+        """Queries with since <= ts < until, oldest first; with `table`, only those
+        that read it; with `limit`, the most recent `limit` of them."""
+        query = sa.select(queries_t)
+        if since is not None:
+            query = query.where(queries_t.c.ts >= _utc(since))
+        if until is not None:
+            query = query.where(queries_t.c.ts < _utc(until))
+        if table is not None:
+            query = query.where(queries_t.c.query_id.in_(
+                sa.select(query_reads_t.c.query_id).where(query_reads_t.c.table_name == table)))
+        query = query.order_by(queries_t.c.ts.desc(), queries_t.c.query_id.desc())
+        if limit is not None:
+            query = query.limit(limit)
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+            reads: dict[int, list[RefRead]] = {}
+            ids = [row.query_id for row in rows]
+            for start in range(0, len(ids), 500):  # bounded IN lists
+                chunk = ids[start:start + 500]
+                for read in conn.execute(sa.select(query_reads_t)
+                                         .where(query_reads_t.c.query_id.in_(chunk))
+                                         .order_by(query_reads_t.c.query_id, query_reads_t.c.ref)):
+                    reads.setdefault(read.query_id, []).append(_ref_read(read))
+        return [QueryRecord(_utc(row.ts), row.sql_text, row.fingerprint, row.source, bool(row.analyzed),
+                            tuple(reads.get(row.query_id, ())), row.query_id)
+                for row in reversed(rows)]
+
     # ----------------------------------------------------------------- queries
 
     def version(self, version_id: int) -> VersionInfo:
@@ -675,6 +769,14 @@ class Catalog:
 
 
 # ------------------------------------------------------------------- helpers
+
+
+def _delete_history_before(conn: sa.Connection, cutoff: dt.datetime) -> int:
+    # Reads go first rather than by ON DELETE CASCADE alone: a SQLite connection
+    # made without `PRAGMA foreign_keys` would leave them behind.
+    old = sa.select(queries_t.c.query_id).where(queries_t.c.ts < cutoff)
+    conn.execute(query_reads_t.delete().where(query_reads_t.c.query_id.in_(old)))
+    return conn.execute(queries_t.delete().where(queries_t.c.ts < cutoff)).rowcount
 
 
 def _table_row(conn: sa.Connection, name: str):

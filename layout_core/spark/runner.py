@@ -107,11 +107,15 @@ def _timed_collect(spark, sql: str, table_locations):
 
 
 def run_workload(spark, statements: Sequence[str], index: RoutingIndex, schema: Schema,
-                 table_locations: dict[str, str], compare: bool = True, progress=None) -> list[QueryRun]:
-    """Each statement routed, rewritten and run; with compare, the original too."""
+                 table_locations: dict[str, str], compare: bool = True, progress=None,
+                 record=None) -> list[QueryRun]:
+    """Each statement routed, rewritten and run; with compare, the original too.
+    `record(route)` (a `workload.history.QueryRecorder`) adds each route to the history."""
     runs = []
     for i, sql in enumerate(statements):
         route = route_query(sql, index, schema)
+        if record is not None:
+            record(route)
         rewritten = rewrite_sql(route, index)
         routed: dict[str, int] = {}
         for ref in route.refs:
