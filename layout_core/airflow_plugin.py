@@ -8,7 +8,10 @@ every DAG run (`external_views`). The pages:
                         every version with its lineage (run, parent, state)
     /layouts/run        one DAG run (?dag_id=&run_id=): each step's numbers from
                         its staging folder's metrics.json
-    /layouts/skipping   what queries skipped: no query history is recorded yet
+    /layouts/skipping   what the routed queries of the last ?days= (default 7) skipped,
+                        from the catalog's query history: per table and template
+                        blocks and rows read of those there, the daily share of
+                        blocks skipped, the most recent queries
     /layouts/plot/...   the PNG plots of those pages (matplotlib, Agg)
 
 The catalog is the one of LAYOUT_CATALOG_URL and the run staging folders are
@@ -54,6 +57,12 @@ STEPS = ("ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", 
 RUNS_FOLDER = "_runs"  # gc.RUNS_FOLDER (not imported: keeps this module light for every Airflow process)
 PLOT_VERSIONS = 40  # versions per table in its plot (the newest)
 LIST_VERSIONS = 200  # versions per table listed on the tables page (the newest)
+DEFAULT_DAYS = 7  # the skipping page's window
+MAX_DAYS = 3650  # the longest history kept (config.history_retention_days)
+TOP_TEMPLATES = 5  # templates per table on the skipping page (those that read the most blocks)
+RECENT_QUERIES = 20  # queries listed on the skipping page (the most recent)
+PLOT_TABLES = 10  # tables in the skipping plot (those with the most blocks scanned)
+SQL_SHOWN = 160  # characters of a query's SQL shown in a table cell
 PG_CONNECT_TIMEOUT_S = 5
 
 
@@ -97,6 +106,19 @@ class RunReport:
     run_id: str
     staged_run_id: str  # the run id the steps use: "<dag_id>__<run_id>" (dags/layout_nightly.py RUN_ID)
     sections: tuple[RunSection, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class SkippingReport:
+    """The query history of a window: `tables` per table read (workload.history.TableSkipping,
+    by name), `recent` the most recent queries (catalog.QueryRecord, newest first)."""
+
+    days: int
+    since: dt.datetime
+    until: dt.datetime
+    queries: int = 0  # queries in the window, routed or imported
+    tables: tuple[Any, ...] = ()
+    recent: tuple[Any, ...] = ()
 
 
 class CatalogUnavailable(Exception):
@@ -219,6 +241,29 @@ def read_table(catalog, name: str) -> TableOverview | None:
     if name not in {t.name for t in catalog.tables()}:
         return None
     return _overview(catalog, catalog.snapshot([name]), name)
+
+
+def read_skipping(catalog, days: int, now: dt.datetime) -> SkippingReport:
+    """What the queries of the last `days` days before `now` read (catalog None: a catalog
+    that does not exist yet, no history)."""
+    since = now - dt.timedelta(days=days)
+    if catalog is None:
+        return SkippingReport(days, since, now)
+    from .workload.history import summarize_history
+
+    history = catalog.query_history(since=since, until=now)
+    return SkippingReport(days, since, now, len(history), tuple(summarize_history(history)),
+                          tuple(reversed(history[-RECENT_QUERIES:])))
+
+
+def parse_days(text: str | None) -> int:
+    """The `days` parameter of the skipping page: a whole number of days, 1 to MAX_DAYS."""
+    if text is None or text == "":
+        return DEFAULT_DAYS
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_DAYS:
+        raise ValueError(f"days must be a whole number of days from 1 to {MAX_DAYS}, not {text[:40]!r}")
+    return int(value)
 
 
 def staged_run_id(dag_id: str, run_id: str) -> str:
@@ -516,12 +561,114 @@ def render_run(report: RunReport, base: str = "") -> str:
     return _page(title, "".join(parts), base)
 
 
-def render_skipping(base: str = "") -> str:
-    """The skipping page: there is no query history to show yet."""
-    return _page("Skipping", "<div class=\"box\"><p><strong>No query history is recorded yet.</strong></p>"
-                 "<p>How many blocks and rows queries skip needs a record of the queries routed through the "
-                 "layouts; nothing records them yet, so there is nothing to show here (and no estimate is "
-                 "made up in its place).</p></div>", base)
+def _share(read: int, total: int) -> str:
+    """The share of `total` not read, as a percentage ("" when there is nothing to share)."""
+    return f"{1 - read / total:.1%}" if total else ""
+
+
+def _of(read: int, total: int, what: str) -> str:
+    return f"{_num(read)} of {_num(total)} {what}"
+
+
+def _short_sql(sql: str) -> str:
+    """The SQL on one line, shortened, escaped; the whole of it (up to a limit) as the title."""
+    one_line = " ".join(str(sql).split())
+    shown = one_line if len(one_line) <= SQL_SHOWN else one_line[:SQL_SHOWN - 1] + "…"
+    return f"<code title=\"{_e(one_line[:4000])}\">{_e(shown)}</code>"
+
+
+def _days_links(base: str, days: int) -> str:
+    def label(n: int) -> str:
+        return f"{n} day{'s' if n != 1 else ''}"
+
+    links = [f"<strong>{label(n)}</strong>" if n == days
+             else f"<a href=\"{_href(base, '/skipping', days=n)}\">{label(n)}</a>" for n in sorted({1, 7, 30, days})]
+    return f"<p class=\"note\">Window: {' · '.join(links)} (or <code>?days=N</code>).</p>"
+
+
+def _reads(query) -> str:
+    """Per table reference of a query: blocks read of those there, or why it read them all."""
+    if not query.reads:
+        return "<span class=\"note\">not routed here (imported)</span>" if query.source == "import" \
+            else "<span class=\"note\">no table read</span>"
+    cells = []
+    for r in query.reads:
+        if r.read_all or not query.analyzed:
+            cells.append(f"<code>{_e(r.table)}</code> read in full")
+        else:
+            cells.append(f"<code>{_e(r.table)}</code> {_num(r.blocks_read)}/{_num(r.blocks_total)}")
+    return "<br>".join(cells)
+
+
+def render_skipping(report: SkippingReport, base: str = "") -> str:
+    """The skipping page: per table what the routed queries of the window read, its top
+    templates, the daily share skipped (a plot) and the most recent queries."""
+    window = (f"the last {report.days} day{'s' if report.days != 1 else ''} "
+              f"({_when(report.since)} to {_when(report.until)})")
+    head = _days_links(base, report.days)
+    if not report.tables:
+        imported = (f"<p class=\"note\">{_num(report.queries)} quer{'ies' if report.queries != 1 else 'y'} of "
+                    "the window were imported (<code>layout workload import</code>) rather than routed here: "
+                    "they have no blocks read to count.</p>") if report.queries else ""
+        body = (f"{head}<div class=\"box\"><p><strong>No queries were routed in {_e(window)}</strong>; "
+                "<code>layout route</code>, <code>layout rewrite</code> and <code>layout run-workload</code> "
+                f"record them.</p>{imported}<p class=\"note\">Nothing is estimated in their place.</p></div>")
+        return _page("Skipping", body + _recent(report, base), base)
+    parts = [head, f"<p class=\"note\">{_num(report.queries)} quer{'ies' if report.queries != 1 else 'y'} in "
+             f"{_e(window)}, from the catalog's query history. A scan is one table reference of a query; "
+             "blocks and rows are those of the table's active layouts when the query was routed, and "
+             "<em>skipped</em> is the share of those blocks the scans did not read. Scans read in full "
+             "(no active layout, or a query that could not be analyzed) are counted apart.</p>"]
+    parts.append("<table><tr><th>table</th><th>queries</th><th>scans</th><th>blocks read</th><th>skipped</th>"
+                 "<th>rows read</th><th>scans read in full</th></tr>")
+    for t in report.tables:
+        parts.append(f"<tr><td><a href=\"#{_e('s-' + t.table)}\"><code>{_e(t.table)}</code></a></td>"
+                     f"<td class=\"n\">{_num(t.queries)}</td><td class=\"n\">{_num(t.scans)}</td>"
+                     f"<td class=\"n\">{_of(t.blocks_read, t.blocks_total, 'blocks')}</td>"
+                     f"<td class=\"n\">{_share(t.blocks_read, t.blocks_total)}</td>"
+                     f"<td class=\"n\">{_of(t.rows_read, t.rows_total, 'rows')}</td>"
+                     f"<td class=\"n\">{_num(t.read_in_full)}</td></tr>")
+    parts.append("</table>")
+    if any(t.daily for t in report.tables):
+        parts.append(f"<img class=\"plot\" alt=\"daily share of blocks skipped per table\" width=\"900\" "
+                     f"height=\"300\" src=\"{_href(base, '/plot/skipping.png', days=report.days)}\">")
+        plotted = sum(1 for t in report.tables if t.daily)
+        if plotted > PLOT_TABLES:
+            parts.append(f"<p class=\"note\">The plot shows the {PLOT_TABLES} tables with the most blocks "
+                         f"scanned, of {plotted}; each table's own plot is linked below.</p>")
+    for t in report.tables:
+        parts.append(f"<h2 id=\"{_e('s-' + t.table)}\">Table <code>{_e(t.table)}</code></h2>")
+        if not t.templates:
+            parts.append("<p class=\"note\">Every scan of this table read it in full: no layout was routed.</p>")
+            continue
+        if t.daily:
+            parts.append(f"<p class=\"note\"><a href=\"{_href(base, '/plot/skipping.png', days=report.days, table=t.table)}\">"
+                         "Daily share of blocks skipped (plot)</a></p>")
+        shown = t.templates[:TOP_TEMPLATES]
+        parts.append(f"<h3>{'The template' if len(shown) == 1 else f'The {len(shown)} templates'} that read the "
+                     f"most blocks{'' if len(t.templates) == len(shown) else f', of {len(t.templates)}'}</h3>"
+                     "<table><tr><th>template</th><th>queries</th><th>blocks read</th><th>skipped</th>"
+                     "<th>example (the most recent)</th></tr>")
+        for tpl in shown:
+            parts.append(f"<tr><td><code>{_e(tpl.fingerprint)}</code></td><td class=\"n\">{_num(tpl.queries)}</td>"
+                         f"<td class=\"n\">{_of(tpl.blocks_read, tpl.blocks_total, 'blocks')}</td>"
+                         f"<td class=\"n\">{_share(tpl.blocks_read, tpl.blocks_total)}</td>"
+                         f"<td>{_short_sql(tpl.example)}</td></tr>")
+        parts.append("</table>")
+    return _page("Skipping", "".join(parts) + _recent(report, base), base)
+
+
+def _recent(report: SkippingReport, base: str) -> str:
+    if not report.recent:
+        return ""
+    parts = [f"<h2>The most recent {'query' if len(report.recent) == 1 else f'{len(report.recent)} queries'}</h2>"
+             "<table><tr><th>time</th><th>source</th><th>template</th><th>blocks read per table</th>"
+             "<th>SQL</th></tr>"]
+    for q in report.recent:
+        parts.append(f"<tr><td>{_when(q.ts)}</td><td>{_e(q.source)}</td><td><code>{_e(q.fingerprint)}</code></td>"
+                     f"<td>{_reads(q)}</td><td>{_short_sql(q.sql)}</td></tr>")
+    parts.append("</table>")
+    return "".join(parts)
 
 
 def render_error(title: str, message: str, base: str = "") -> str:
@@ -581,6 +728,50 @@ def plot_table(table: TableOverview) -> bytes:
     present = sorted({v.state for v in versions})
     ax.legend([Patch(color=STATE_COLORS.get(s, "#748ffc")) for s in present], present, fontsize=7,
               loc="lower right", bbox_to_anchor=(1, 1), ncols=len(present), frameon=False)
+    return _png(fig)
+
+
+def _skipping_series(report: SkippingReport, table) -> tuple[list[dt.datetime], list[float]]:
+    """Every UTC day of the window (its midnight, naive) with the table's share of blocks skipped
+    that day (NaN: no scan of a layout, a gap in the line)."""
+    first, last = (dt.datetime.combine(t.astimezone(dt.timezone.utc).date(), dt.time())
+                   for t in (report.since, report.until))
+    days = [first + dt.timedelta(days=n) for n in range((last - first).days + 1)]
+    by_day = {d: (r, n) for d, r, n in table.daily}
+    shares = []
+    for day in days:
+        read, total = by_day.get(day.date().isoformat(), (0, 0))
+        shares.append(1 - read / total if total else math.nan)
+    return days, shares
+
+
+def plot_skipping(report: SkippingReport, table: str | None = None) -> bytes | None:
+    """The daily share of blocks skipped per table (one table, or the PLOT_TABLES with the most
+    blocks scanned); None when no table of the window has any day to plot."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.ticker import PercentFormatter
+
+    tables = [t for t in report.tables if t.daily and (table is None or t.table == table)]
+    if not tables:
+        return None
+    shown = sorted(tables, key=lambda t: (-t.blocks_total, t.table))[:PLOT_TABLES]
+    fig = _figure()
+    ax = fig.subplots()
+    for t in sorted(shown, key=lambda t: t.table):
+        days, shares = _skipping_series(report, t)
+        ax.plot(days, shares, "o-", markersize=4, label=t.table[:40])
+    ax.set_ylim(-0.02, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_ylabel("blocks skipped")
+    ax.set_xlim(days[0] - dt.timedelta(hours=12), days[-1] + dt.timedelta(hours=12))
+    locator = AutoDateLocator(maxticks=12)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    what = table[:60] if table is not None else (
+        "per table" if len(shown) == len(tables) else f"the {len(shown)} tables with the most blocks scanned")
+    ax.set_title(f"Daily share of blocks skipped by the routed queries, {what}, last {report.days} days (UTC)",
+                 fontsize=9, loc="left")
+    ax.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1, 1), ncols=min(len(shown), 5), frameon=False)
     return _png(fig)
 
 
@@ -696,9 +887,26 @@ def create_app(catalog_url: str | None = None, warehouse: str | Path | None = No
     def tables_page(request: Request, user: Any = Depends(require_user)):
         return html_response(render_tables(read(read_overview, list), base(request)))
 
+    def _skipping(days: str | None) -> SkippingReport:
+        try:
+            window = parse_days(days)
+        except ValueError as e:
+            raise HTTPException(status_code=400, detail=str(e)) from None
+        now = dt.datetime.now(dt.timezone.utc)
+        return read(lambda c: read_skipping(c, window, now), lambda: read_skipping(None, window, now))
+
     @app.get("/skipping", response_class=HTMLResponse)
-    def skipping_page(request: Request, user: Any = Depends(require_user)):
-        return html_response(render_skipping(base(request)))
+    def skipping_page(request: Request, days: str | None = None, user: Any = Depends(require_user)):
+        return html_response(render_skipping(_skipping(days), base(request)))
+
+    @app.get("/plot/skipping.png")
+    def skipping_plot(request: Request, days: str | None = None, table: str | None = None,
+                      user: Any = Depends(require_user)):
+        image = plot_skipping(_skipping(days), table)
+        if image is None:
+            raise HTTPException(status_code=404, detail="No routed query of this window read a layout of "
+                                "this table" if table is not None else "No queries were routed in this window")
+        return png_response(image)
 
     def _run(request: Request, dag_id: str, run_id: str) -> RunReport:
         _, folder = where()

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from layout_core.airflow_plugin import create_app, require_run_reader, require_user
-from layout_core.catalog import BlockRecord, Catalog
+from layout_core.catalog import BlockRecord, Catalog, QueryRecord, RefRead
 from layout_core.pipeline.steps import RunPaths
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -186,12 +186,125 @@ def test_a_run_without_a_staging_folder_and_hostile_run_ids(catalog_url, warehou
     assert "Steps without numbers yet: featurize, reduce" in page and "not verified" in page
 
 
-def test_the_skipping_page_says_there_is_no_query_history(catalog_url, warehouse):
-    response = _client(catalog_url, warehouse).get("/skipping")
+def _read(table, blocks_read, blocks_total, rows_read, rows_total, ref=0):
+    from pyroaring import BitMap64
+
+    return RefRead(ref, table, blocks_read, blocks_total, rows_read, rows_total, (2,),
+                   BitMap64(range(blocks_read)).serialize())
+
+
+LINEITEM_TEMPLATE = "1111aaaa2222bbbb"
+JOIN_TEMPLATE = "3333cccc4444dddd"
+NEWEST_SQL = "SELECT * FROM lineitem WHERE l_quantity < 5 AND l_comment <> '<script>x</script>'"
+
+
+def _record_history(url: str, now: dt.datetime) -> None:
+    """Four queries of the last 7 days and one older: worked out by hand in the tests below."""
+    def ago(**kw) -> dt.datetime:
+        return now - dt.timedelta(**kw)
+
+    queries = [
+        # 10 days ago: outside a 7-day window
+        QueryRecord(ago(days=10), "SELECT * FROM lineitem WHERE l_quantity < 40", LINEITEM_TEMPLATE, "route",
+                    True, (_read("lineitem", 7, 8, 900, 1000),)),
+        QueryRecord(ago(days=2), "SELECT * FROM lineitem WHERE l_quantity < 9", LINEITEM_TEMPLATE, "rewrite",
+                    True, (_read("lineitem", 2, 4, 300, 1000),)),
+        # a join: lineitem had no active layout (read in full), orders 1 of 5 blocks
+        QueryRecord(ago(hours=3), "SELECT count(*) FROM lineitem JOIN orders ON l_orderkey = o_orderkey",
+                    JOIN_TEMPLATE, "run", True,
+                    (RefRead(0, "lineitem", 0, 0, 0, 0, (), None), _read("orders", 1, 5, 20, 500, ref=1))),
+        QueryRecord(ago(hours=2), "SELECT 1", "5555eeee6666ffff", "import", True, ()),
+        QueryRecord(ago(hours=1), NEWEST_SQL, LINEITEM_TEMPLATE, "route", True,
+                    (_read("lineitem", 1, 4, 100, 1000),)),
+    ]
+    with Catalog(url) as catalog:
+        catalog.record_queries(queries)
+
+
+def test_the_skipping_page_without_history_says_no_queries_were_routed(catalog_url, warehouse, tmp_path):
+    client = _client(catalog_url, warehouse)
+    response = client.get("/skipping")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    text = " ".join(_text(response.text).split())
+    assert "No queries were routed in the last 7 days" in text
+    assert "layout route" in text and "layout rewrite" in text and "layout run-workload" in text
+    assert "%" not in text and "blocks" not in text and "plot/skipping.png" not in response.text
+    assert "No queries were routed in the last 30 days" in " ".join(_text(client.get("/skipping?days=30").text).split())
+    assert client.get("/plot/skipping.png").status_code == 404
+    # a catalog that does not exist yet: the same, and the page does not create it
+    missing = tmp_path / "nothing" / "catalog.db"
+    response = _client(f"sqlite:///{missing}", warehouse).get("/skipping")
+    assert response.status_code == 200 and "No queries were routed in the last 7 days" in _text(response.text)
+    assert not missing.exists()
+    # queries older than the window only
+    _record_history(catalog_url, dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=20))
+    assert "No queries were routed in the last 7 days" in _text(client.get("/skipping").text)
+
+
+def test_the_skipping_page_shows_the_query_history_per_table_and_template(catalog_url, warehouse):
+    _record_history(catalog_url, dt.datetime.now(dt.timezone.utc))
+    client = _client(catalog_url, warehouse)
+    response = client.get("/skipping")
     assert response.status_code == 200
-    text = _text(response.text)
-    assert "No query history is recorded yet" in text
-    assert not re.search(r"\d", text), "no numbers without a query history"
+    page, text = response.text, " ".join(_text(response.text).split())
+    assert "4 queries in the last 7 days" in text  # the import included, the 10-day-old query not
+    # lineitem: 3 queries, 3 scans (one read in full), 1+2 of 4+4 blocks, 100+300 of 2,000 rows
+    row = re.search(r"<tr><td><a href=\"#s-lineitem\"><code>lineitem</code></a></td>.*?</tr>", page).group(0)
+    cells = re.findall(r"<td class=\"n\">(.*?)</td>", row)
+    assert cells == ["3", "3", "3 of 8 blocks", "62.5%", "400 of 2,000 rows", "1"], cells
+    # orders: 1 query, 1 scan, 1 of 5 blocks
+    row = re.search(r"<tr><td><a href=\"#s-orders\"><code>orders</code></a></td>.*?</tr>", page).group(0)
+    assert re.findall(r"<td class=\"n\">(.*?)</td>", row) == ["1", "1", "1 of 5 blocks", "80.0%", "20 of 500 rows", "0"]
+    # the templates: lineitem's of two queries in the window, its example the newest, escaped
+    lineitem = page.split('id="s-lineitem"', 1)[1].split('id="s-orders"', 1)[0]
+    template = re.search(rf"<tr><td><code>{LINEITEM_TEMPLATE}</code></td>.*?</tr>", lineitem).group(0)
+    assert re.findall(r"<td class=\"n\">(.*?)</td>", template) == ["2", "3 of 8 blocks", "62.5%"]
+    assert "l_quantity &lt; 5 AND l_comment &lt;&gt; &#x27;&lt;script&gt;x&lt;/script&gt;&#x27;" in template
+    assert "<script>" not in page and "l_quantity < 5" not in page
+    assert JOIN_TEMPLATE not in lineitem  # its lineitem scan read in full: no blocks of a template
+    orders = page.split('id="s-orders"', 1)[1]
+    assert re.search(rf"<td><code>{JOIN_TEMPLATE}</code></td><td class=\"n\">1</td>"
+                     r"<td class=\"n\">1 of 5 blocks</td><td class=\"n\">80.0%</td>", orders)
+    # the query older than the window is nowhere
+    assert "l_quantity &lt; 40" not in page and "7 of 8" not in text
+    # the plot of the window, and one per table
+    assert 'src="/plot/skipping.png?days=7"' in page
+    assert 'href="/plot/skipping.png?days=7&amp;table=lineitem"' in page
+    # the most recent queries, newest first: time, source, template, blocks per table, SQL
+    recent = page.split("The most recent 4 queries", 1)[1]
+    rows = re.findall(r"<tr><td>\d{4}-\d\d-\d\d [^<]*UTC</td><td>(\w+)</td><td><code>(\w+)</code></td><td>(.*?)</td>",
+                      recent)
+    assert [(source, fp) for source, fp, _ in rows] == [
+        ("route", LINEITEM_TEMPLATE), ("import", "5555eeee6666ffff"), ("run", JOIN_TEMPLATE),
+        ("rewrite", LINEITEM_TEMPLATE)]
+    assert rows[0][2] == "<code>lineitem</code> 1/4" and "imported" in rows[1][2]
+    assert rows[2][2] == "<code>lineitem</code> read in full<br><code>orders</code> 1/5"
+    # a 30-day window includes the older query: lineitem 10 of 16 blocks
+    text30 = " ".join(_text(client.get("/skipping", params={"days": 30}).text).split())
+    assert "5 queries in the last 30 days" in text30
+    assert "10 of 16 blocks 37.5%" in text30 and "1,300 of 3,000 rows" in text30
+
+
+def test_the_skipping_plot_is_a_png(catalog_url, warehouse):
+    _record_history(catalog_url, dt.datetime.now(dt.timezone.utc))
+    client = _client(catalog_url, warehouse)
+    for params in ({}, {"days": 7}, {"days": 30, "table": "orders"}, {"days": 1, "table": "lineitem"}):
+        response = client.get("/plot/skipping.png", params=params)
+        assert response.status_code == 200 and response.headers["content-type"] == "image/png", params
+        assert response.content.startswith(PNG) and len(response.content) > 5000, params
+    missing = client.get("/plot/skipping.png", params={"table": "nope"})
+    assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+
+
+def test_a_bad_days_parameter_is_a_400_page(catalog_url, warehouse):
+    client = _client(catalog_url, warehouse)
+    for days in ("abc", "-1", "0", "1.5", "1e3", "99999", " ", "<script>"):
+        for path in ("/skipping", "/plot/skipping.png"):
+            response = client.get(path, params={"days": days})
+            assert response.status_code == 400, (path, days, response.status_code)
+            assert response.headers["content-type"].startswith("text/html")
+            assert "days must be a whole number of days from 1 to" in _text(response.text), days
+            assert "<script>" not in response.text
 
 
 def test_an_empty_catalog_says_so(tmp_path, warehouse):
@@ -219,13 +332,14 @@ def _closed_port() -> int:
 def test_a_catalog_that_is_down_gives_a_503_page_without_secrets(tmp_path, warehouse):
     url = f"postgresql+psycopg2://layout:s3cr3t-pw@127.0.0.1:{_closed_port()}/catalog"
     client = _client(url, warehouse)
-    for path in ("/", _run_url(), "/plot/table.png?name=lineitem"):
+    for path in ("/", _run_url(), "/plot/table.png?name=lineitem", "/skipping", "/skipping?days=30",
+                 "/plot/skipping.png"):
         response = client.get(path)
         assert response.status_code == 503, path
         assert "The layout catalog database cannot be read right now" in response.text
         assert "s3cr3t" not in response.text and "layout:" not in response.text and "postgresql" not in response.text
-    # the skipping page needs no catalog
-    assert client.get("/skipping").status_code == 200
+    # a bad window is still the caller's error
+    assert client.get("/skipping?days=abc").status_code == 400
     # catalog URLs that cannot work: 503, and still no secret
     for url in ("postgresql://layout:s3cr3t-pw@127.0.0.1:notaport/catalog", "not a URL s3cr3t-pw",
                 "postgresql+nodriver://layout:s3cr3t-pw@127.0.0.1/catalog"):
@@ -275,7 +389,7 @@ def test_hostile_metrics_are_escaped(catalog_url, warehouse):
 
 def test_every_endpoint_needs_an_authenticated_airflow_user(catalog_url, warehouse):
     client = _client(catalog_url, warehouse, authenticated=False)
-    paths = ["/", "/skipping", _run_url(), "/plot/table.png?name=lineitem",
+    paths = ["/", "/skipping", "/skipping?days=abc", "/plot/skipping.png", _run_url(), "/plot/table.png?name=lineitem",
              _run_url(path="/plot/run-seconds.png"), _run_url(path="/plot/run-blocks.png")]
     for path in paths:
         response = client.get(path)
@@ -329,4 +443,5 @@ def test_the_plugin_registers_the_app_a_nav_entry_and_a_dag_run_view():
     assert views["dag_run"]["href"] == "layouts/run?dag_id={DAG_ID}&run_id={RUN_ID}"
     # the UI substitutes encodeURIComponent(run id): the page finds the run's staging folder from it
     routes = {route.path for route in airflow_plugin.app.routes}
-    assert {"/", "/run", "/skipping", "/plot/table.png", "/plot/run-seconds.png", "/plot/run-blocks.png"} <= routes
+    assert {"/", "/run", "/skipping", "/plot/table.png", "/plot/run-seconds.png", "/plot/run-blocks.png",
+            "/plot/skipping.png"} <= routes
