@@ -5,6 +5,7 @@
     layout workload analyze FILE.sql [--schema tpch] [--json]
     layout workload import FILE (.sql statements or JSON lines {"ts", "sql"})
     layout workload history [--days 1] [--table T] [--limit 20] [--json]
+    layout workload shift [--table T] [--q 200] [--w 100] [--window-hours 24] [--json]
     layout stats [--days 7] [--table T] [--json]
     layout route "<sql>" [--json] [--no-dips]
     layout explain "<sql>" [--json] [--no-dips]
@@ -152,6 +153,43 @@ def cmd_stats(args) -> int:
         for tpl in t.templates[:args.top]:
             print(f"  {tpl.fingerprint} x{tpl.queries}: {tpl.blocks_read}/{tpl.blocks_total} blocks "
                   f"({tpl.skipped:.1%} skipped) | {' '.join(tpl.example.split())[:70]}")
+    return 0
+
+
+def cmd_workload_shift(args) -> int:
+    from .catalog import Catalog
+    from .reorg.monitor import monitor_tables
+    from .reorg.shift import ShiftSettings
+    from .schema import load_schema
+    from .spark_session import local_session
+
+    settings = load_settings(catalog_url=args.catalog)
+    try:
+        shift = ShiftSettings(q=args.q, w=args.w, window_hours=args.window_hours,
+                              min_references=args.min_references, prune=not args.no_prune)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    spark = local_session("layout-workload-shift")
+    try:
+        with Catalog(settings.catalog_url) as catalog:
+            reports = monitor_tables(spark, catalog, load_schema(args.schema or settings.schema),
+                                     [args.table] if args.table else [], shift)
+    finally:
+        spark.stop()
+    if args.json:
+        print(json.dumps([r.to_json() for r in reports], indent=1))
+        return 0
+    for r in reports:
+        print(f"{r.table}: {r.references} references in the window; {r.reason}")
+        for note in r.notes:
+            print(f"  note: {note}")
+        for p in r.partitions:
+            print(f"  {p.partition or '(unpartitioned)'} v{p.version_id} ({p.optimizer}): {len(p.chosen)} subtrees, "
+                  f"{p.blocks_chosen} of {p.blocks} blocks, reward {p.reward:.1f}; "
+                  f"{p.subtrees_evaluated} of {p.subtrees_total} subtrees evaluated")
+            for c in p.chosen:
+                print(f"    node {c.node_id}: {c.blocks} blocks, reads {c.reads:.2f} -> {c.reads - c.benefit:.2f} "
+                      f"per reference, reward {c.reward:.1f}")
     return 0
 
 
@@ -440,6 +478,20 @@ def build_parser() -> argparse.ArgumentParser:
     wi.add_argument("--catalog", help="catalog URL")
     wi.add_argument("--show-bad", type=int, default=20, help="bad entries to print (default 20)")
     wi.set_defaults(func=cmd_workload_import)
+
+    ws = workload.add_parser("shift", help="reward of re-laying out qd-tree subtrees for the recent queries "
+                                           "(MTO 5.1; reads data, writes nothing)")
+    ws.add_argument("--table", help="one table (default: every laid-out table)")
+    ws.add_argument("--q", type=float, default=200.0, help="queries expected before the next shift (default 200)")
+    ws.add_argument("--w", type=float, default=100.0, help="cost of writing a block in block reads (default 100)")
+    ws.add_argument("--window-hours", type=float, default=24.0, help="history window (default 24)")
+    ws.add_argument("--min-references", type=int, default=10,
+                    help="fewer references to a table in the window: no reorganization (default 10)")
+    ws.add_argument("--no-prune", action="store_true", help="compute B for every subtree (MTO 5.1.3 pruning off)")
+    ws.add_argument("--catalog", help="catalog URL")
+    ws.add_argument("--schema", help="schema name (tpch) or YAML/JSON file")
+    ws.add_argument("--json", action="store_true")
+    ws.set_defaults(func=cmd_workload_shift)
 
     wh = workload.add_parser("history", help="the most recent queries of the catalog's query history")
     wh.add_argument("--catalog", help="catalog URL")

@@ -154,7 +154,7 @@ def _log_numbers(summary, table: str) -> dict:
             "queries_on_table": on_table}
 
 
-def _active_sources(catalog: Catalog, tables: set[str]) -> dict[str, dict]:
+def active_sources(catalog: Catalog, tables: set[str]) -> dict[str, dict]:
     """{table: {"versions": [...], "paths": [...]}} for the tables that have active, non-empty layouts."""
     registered = {t.name for t in catalog.tables()}
     snapshot = catalog.snapshot(sorted(tables & registered))
@@ -168,7 +168,7 @@ def _active_sources(catalog: Catalog, tables: set[str]) -> dict[str, dict]:
     return sources
 
 
-def _source_frames(spark, schema: Schema, paths_by_table: dict[str, list[str]]) -> dict:
+def source_frames(spark, schema: Schema, paths_by_table: dict[str, list[str]]) -> dict:
     """The data of dimension tables, read from their block folders."""
     missing = [p for paths in paths_by_table.values() for p in paths if not Path(p).is_dir()]
     if missing:
@@ -217,8 +217,8 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
     if induced_tables:
         if catalog is None:
             raise StepError("join-induced cuts need the catalog of the dimension layouts")
-        sources = _active_sources(catalog, induced_tables)
-        frames = _source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
+        sources = active_sources(catalog, induced_tables)
+        frames = source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
     cuts = usable_cuts(table.name, cuts, frames)
     workload = queries.summary(cuts, table)
     entries = []
@@ -487,7 +487,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         by_table: dict[str, list[str]] = {}
         for t, v in sorted(source_versions):
             by_table.setdefault(t, []).extend(catalog.block_paths(v))
-        frames = _source_frames(spark, schema, by_table)
+        frames = source_frames(spark, schema, by_table)
     frame = _written_frame(spark, table, written)
     summaries, lineage = [], {}
     if frame is not None:

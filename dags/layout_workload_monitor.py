@@ -1,0 +1,96 @@
+"""Workload monitor: is it worth re-laying out part of a table for the recent queries? (MTO §5.1)
+
+    measure_shift -> emit_shift_events
+
+Every hour (LAYOUT_MONITOR_SCHEDULE; empty: manual runs only) `measure_shift`
+(spark-submit of jobs/measure_shift.py) takes the last `window_hours` of the
+catalog's query history and computes, per laid-out table, the reward
+(q/w)·B(T) - C(T) of re-optimizing each qd-tree subtree T, and the best set
+of subtrees. It only reads data. `emit_shift_events` then emits an Asset
+event for every table whose best reward is positive (the Asset
+`layout_shift_<table>`, through the alias `layout_workload_shift`); its extra
+carries the table, the reward, the chosen subtrees and the window, and the
+task's return value (XCom) the numbers of every table.
+
+Kept light on purpose: layout_core is imported inside the task only.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, AssetAlias, Param, task
+
+JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
+SHIFT_ALIAS = AssetAlias("layout_workload_shift")
+RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
+
+# As in layout_nightly.py.
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
+}
+
+
+def shift_asset(table: str) -> Asset:
+    """The Asset a table's workload-shift events belong to (layout_reoptimize runs on it)."""
+    return Asset(name=f"layout_shift_{table}", uri=f"file:///layout/shift/{table}")
+
+
+with DAG(
+    dag_id="layout_workload_monitor",
+    description="Reward of re-laying out qd-tree subtrees for the recent queries; an Asset event when positive",
+    schedule=os.environ.get("LAYOUT_MONITOR_SCHEDULE", "@hourly") or None,
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    tags=["layout"],
+    params={
+        "tables": Param("", type="string", description="comma-separated tables (default: every laid-out table)"),
+        "q": Param(200, type="number", exclusiveMinimum=0,
+                   description="queries expected before the next workload shift"),
+        "w": Param(100, type="number", exclusiveMinimum=0,
+                   description="cost of writing a block in block reads (`layout calibrate` measures it)"),
+        "window_hours": Param(24, type="number", exclusiveMinimum=0, description="how far back the window reaches"),
+        "min_references": Param(10, type="integer", minimum=1,
+                                description="fewer references to a table than this: too few to act on"),
+    },
+) as dag:
+    measure = SparkSubmitOperator(
+        task_id="measure_shift",
+        application=str(JOBS_DIR / "measure_shift.py"),
+        application_args=["--run-id", RUN_ID, "--tables", "{{ params.tables }}", "--q", "{{ params.q }}",
+                          "--w", "{{ params.w }}", "--window-hours", "{{ params.window_hours }}",
+                          "--min-references", "{{ params.min_references }}"],
+        conn_id="spark_default",
+        conf=SPARK_CONF,
+        name="layout-measure-shift",
+    )
+
+    @task(outlets=[SHIFT_ALIAS])
+    def emit_shift_events(*, outlet_events=None, dag=None, run_id=None) -> dict:
+        """An Asset event per table worth reorganizing; the numbers of every table to XCom."""
+        from layout_core.config import load_settings
+        from layout_core.reorg.monitor import asset_extra, read_report, report_path
+
+        report = read_report(report_path(load_settings().warehouse, f"{dag.dag_id}__{run_id}"))
+        numbers = {}
+        for table in report["tables"]:
+            numbers[table["table"]] = {
+                "reward": table["reward"], "reorganize": table["reorganize"], "references": table["references"],
+                "subtrees": sum(len(p["chosen"]) for p in table["partitions"]),
+                "blocks_chosen": sum(p["blocks_chosen"] for p in table["partitions"]),
+                "blocks": sum(p["blocks"] for p in table["partitions"]), "reason": table["reason"],
+            }
+            if table["reorganize"]:
+                outlet_events[SHIFT_ALIAS].add(shift_asset(table["table"]), extra=asset_extra(table))
+        return numbers
+
+    measure >> emit_shift_events()

@@ -1,0 +1,123 @@
+"""The workload monitor: the shift reward of every laid-out table, written as one report.
+
+`jobs/measure_shift.py` (the `layout_workload_monitor` DAG's Spark step) and
+`layout workload shift` call `monitor_tables`; the DAG's next task reads the
+report and emits one Asset event per table whose reward is positive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from .shift import ShiftReport, ShiftSettings, measure_shift
+
+log = logging.getLogger(__name__)
+
+REPORT_VERSION = 1
+
+
+def report_path(warehouse: str | Path, run_id: str) -> Path:
+    """Where one monitor run keeps its report (a retried task rewrites it)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
+    return Path(warehouse) / "_monitor" / safe / "shift.json"
+
+
+def monitor_tables(spark, catalog, schema, tables: Sequence[str], settings: ShiftSettings,
+                   now: dt.datetime | None = None) -> list[ShiftReport]:
+    """One report per table (default: every table of the catalog with an active layout).
+    A table the schema does not know is reported, not fatal."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if not tables:
+        snapshot = catalog.snapshot()
+        tables = sorted({name for name, _ in snapshot.layouts})
+    history = catalog.query_history(since=now - dt.timedelta(hours=settings.window_hours), until=now)
+    log.info("workload monitor: %d queries in the last %g hours, %d tables", len(history),
+             settings.window_hours, len(tables))
+    reports = []
+    for table in tables:
+        if table not in schema.tables:
+            log.warning("workload monitor: table %s is not in the schema; skipped", table)
+            continue
+        reports.append(measure_shift(spark, catalog, schema, table, settings, now, history))
+    return reports
+
+
+def write_report(path: Path, reports: Sequence[ShiftReport], settings: ShiftSettings) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"version": REPORT_VERSION, "q": settings.q, "w": settings.w,
+                               "window_hours": settings.window_hours,
+                               "tables": [r.to_json() for r in reports]}, indent=1))
+    tmp.replace(path)  # readers never see half a report
+
+
+def read_report(path: Path) -> dict:
+    data = json.loads(Path(path).read_text())
+    if data.get("version") != REPORT_VERSION:
+        raise ValueError(f"{path}: a report of version {data.get('version')}, expected {REPORT_VERSION}: "
+                         f"run measure_shift again")
+    return data
+
+
+def asset_extra(table_report: dict) -> dict:
+    """What the Asset event of a shifted table carries (small: Airflow stores it)."""
+    return {
+        "table": table_report["table"], "reward": table_report["reward"], "window": table_report["window"],
+        "q": table_report["q"], "w": table_report["w"], "references": table_report["references"],
+        "subtrees": [{"partition": p["partition"], "version": p["version"], "node": c["node"],
+                      "blocks": c["blocks"], "reward": c["reward"]}
+                     for p in table_report["partitions"] for c in p["chosen"]],
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="jobs/measure_shift.py",
+                                description="the reward of re-laying out each table's subtrees for the recent queries")
+    p.add_argument("--tables", default="", help="comma-separated tables (default: every laid-out table)")
+    p.add_argument("--run-id", required=True, help="Airflow run id: the report goes to <warehouse>/_monitor/<run id>/")
+    p.add_argument("--q", type=float, default=ShiftSettings.q, help="queries expected before the next shift")
+    p.add_argument("--w", type=float, default=ShiftSettings.w, help="cost of writing a block, in block reads")
+    p.add_argument("--window-hours", type=float, default=ShiftSettings.window_hours)
+    p.add_argument("--min-references", type=int, default=ShiftSettings.min_references)
+    p.add_argument("--warehouse", help="warehouse root (default LAYOUT_WAREHOUSE)")
+    p.add_argument("--catalog", help="catalog URL (default LAYOUT_CATALOG_URL)")
+    p.add_argument("--schema", help="schema name or file (default LAYOUT_SCHEMA or tpch)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..catalog import Catalog
+    from ..config import load_settings
+    from ..schema import load_schema
+    from ..spark_session import job_session
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
+    try:
+        settings = ShiftSettings(q=args.q, w=args.w, window_hours=args.window_hours,
+                                 min_references=args.min_references)
+    except ValueError as e:
+        log.error("measure_shift: %s", e)
+        return 1
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
+    spark = job_session("layout-measure-shift")
+    try:
+        with Catalog(config.catalog_url) as catalog:
+            reports = monitor_tables(spark, catalog, load_schema(config.schema), tables, settings)
+    finally:
+        spark.stop()
+    path = report_path(config.warehouse, args.run_id)
+    write_report(path, reports, settings)
+    for r in reports:
+        log.info("%s: reward %.1f, %s", r.table, r.reward, r.reason)
+    log.info("report written to %s", path)
+    return 0
