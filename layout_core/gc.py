@@ -99,6 +99,7 @@ class GarbageReport:
     folders_deleted: tuple[DeletedFolder, ...] = ()
     staging_deleted: tuple[DeletedFolder, ...] = ()
     kept: tuple[KeptItem, ...] = ()
+    history_pruned: int = 0  # queries older than the history retention, deleted from the catalog
 
     @property
     def bytes_freed(self) -> int:
@@ -109,7 +110,7 @@ class GarbageReport:
         return {"dry_run": self.dry_run, "versions_purged": len(self.versions_purged),
                 "block_folders_deleted": len(self.folders_deleted),
                 "staging_folders_deleted": len(self.staging_deleted),
-                "bytes_freed": self.bytes_freed, "kept": len(self.kept)}
+                "bytes_freed": self.bytes_freed, "kept": len(self.kept), "history_pruned": self.history_pruned}
 
     def summary(self) -> str:
         """One line, in numbers."""
@@ -117,7 +118,7 @@ class GarbageReport:
         return (f"{'dry run: ' if self.dry_run else ''}{len(self.versions_purged)} versions purged; "
                 f"{verb} {len(self.folders_deleted)} block folders and {len(self.staging_deleted)} "
                 f"staging folders, {self.bytes_freed} bytes; {len(self.kept)} kept "
-                f"(cutoff {self.cutoff.isoformat()})")
+                f"(cutoff {self.cutoff.isoformat()}); {self.history_pruned} old queries pruned from the history")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -342,8 +343,9 @@ def _collect_staging(catalog: Catalog, warehouse: Path, versions: list[VersionIn
 
 
 def collect_garbage(catalog: Catalog, warehouse: Path, older_than: dt.timedelta, dry_run: bool = False,
-                    now: dt.datetime | None = None) -> GarbageReport:
-    """Delete what has been out of service longer than `older_than` (see the module docstring).
+                    now: dt.datetime | None = None, history_retention: dt.timedelta | None = None) -> GarbageReport:
+    """Delete what has been out of service longer than `older_than` (see the module docstring),
+    and the query history older than `history_retention` (when given).
 
     `now` (default: the current time; naive means UTC) is there for tests.
     With `dry_run` nothing is deleted or recorded: the report says what would be.
@@ -377,8 +379,11 @@ def collect_garbage(catalog: Catalog, warehouse: Path, older_than: dt.timedelta,
         if done:
             purged.append(version.version_id)
     staging = _collect_staging(catalog, warehouse, versions, set(purged), cutoff, dry_run, now, kept)
+    pruned = 0
+    if history_retention is not None and not dry_run:
+        pruned = catalog.prune_history(now - history_retention)
 
-    report = GarbageReport(dry_run, cutoff, tuple(purged), tuple(folders), tuple(staging), tuple(kept))
+    report = GarbageReport(dry_run, cutoff, tuple(purged), tuple(folders), tuple(staging), tuple(kept), pruned)
     _log_report(report)
     return report
 
@@ -397,4 +402,5 @@ def run_gc(older_than: str, dry_run: bool = False, catalog_url: str | None = Non
     grace = parse_duration(older_than)
     settings = load_settings(catalog_url=catalog_url, warehouse=warehouse)
     with Catalog(settings.catalog_url) as catalog:
-        return collect_garbage(catalog, Path(settings.warehouse), grace, dry_run=dry_run)
+        return collect_garbage(catalog, Path(settings.warehouse), grace, dry_run=dry_run,
+                               history_retention=dt.timedelta(days=settings.history_retention_days))

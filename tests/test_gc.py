@@ -118,7 +118,8 @@ def test_zero_grace_leaves_only_the_active_versions_folders(wh, three):
     assert not any((wh.root / "_runs" / "orders" / "1995").iterdir())
     assert report.bytes_freed == 4 * 100 + 3 * 300
     assert report.numbers() == {"dry_run": False, "versions_purged": 2, "block_folders_deleted": 4,
-                                "staging_folders_deleted": 3, "bytes_freed": 1300, "kept": 0}
+                                "staging_folders_deleted": 3, "bytes_freed": 1300, "kept": 0,
+                                "history_pruned": 0}
 
     purges = wh.catalog.purges()
     assert [(p.version_id, p.bytes) for p in purges] == [(v1, 100)] * 2 + [(v2, 100)] * 2 + [(None, 300)] * 3
@@ -127,6 +128,19 @@ def test_zero_grace_leaves_only_the_active_versions_folders(wh, three):
 
     again = wh.gc()  # nothing left to do
     assert (again.versions_purged, again.folders_deleted, again.staging_deleted) == ((), (), ())
+
+
+def test_gc_prunes_query_history_older_than_its_retention_but_not_in_a_dry_run(wh):
+    from layout_core.catalog import QueryRecord
+
+    now = T0 + 10 * DAY
+    wh.catalog.record_queries([QueryRecord(now - dt.timedelta(days=age), f"SELECT {age}", "f", "route")
+                               for age in (40, 31, 29, 1)])
+    assert wh.gc(history_retention=dt.timedelta(days=30), dry_run=True).history_pruned == 0
+    assert len(wh.catalog.query_history()) == 4
+    report = wh.gc(history_retention=dt.timedelta(days=30))
+    assert report.history_pruned == 2 and report.numbers()["history_pruned"] == 2
+    assert [q.sql for q in wh.catalog.query_history()] == ["SELECT 29", "SELECT 1"]
 
 
 def test_dry_run_deletes_and_records_nothing(wh, three):
