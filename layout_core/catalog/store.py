@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 from typing import Any, Callable, Iterable, Iterator
 
 import sqlalchemy as sa
@@ -24,6 +25,7 @@ from .records import (
     STATES,
     ActiveLayout,
     BlockRecord,
+    CalibrationRecord,
     CatalogSnapshot,
     CutRecord,
     PurgeRecord,
@@ -169,6 +171,21 @@ query_reads_t = sa.Table(
     sa.Column("rows_total", sa.BigInteger, nullable=False),
     sa.Column("versions_json", sa.Text, nullable=False),
     sa.Column("block_ids", sa.LargeBinary),  # BitMap64, NULL when read in full
+)
+
+# `layout calibrate` measurements of w, the cost of rewriting a block in block
+# reads (MTO §5.1.2); the workload-shift reward uses the latest one.
+calibrations_t = sa.Table(
+    "layout_calibrations", metadata,
+    sa.Column("id", Id, primary_key=True, autoincrement=True),
+    sa.Column("measured_at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("w", sa.Float, nullable=False),
+    sa.Column("write_seconds", sa.Float, nullable=False),  # per block
+    sa.Column("read_seconds", sa.Float, nullable=False),  # per block
+    sa.Column("block_rows", sa.BigInteger, nullable=False),
+    sa.Column("blocks", sa.Integer, nullable=False),
+    sa.Column("rounds", sa.Integer),
+    sa.Column("location", sa.Text, nullable=False),
 )
 
 # Columns added to tables of the first release, in the order they were added.
@@ -363,6 +380,11 @@ def _purge_record(row) -> PurgeRecord:
     return PurgeRecord(row.version_id, row.path, row.bytes, _utc(row.purged_at))
 
 
+def _calibration_record(row) -> CalibrationRecord:
+    return CalibrationRecord(row.id, _utc(row.measured_at), row.w, row.write_seconds, row.read_seconds,
+                             row.block_rows, row.blocks, row.rounds, row.location)
+
+
 # -------------------------------------------------------------------- catalog
 
 
@@ -513,11 +535,14 @@ class Catalog:
             if rows:
                 conn.execute(cuts_t.insert(), rows)
 
-    def set_blocks(self, version_id: int, blocks: Iterable[BlockRecord]) -> None:
+    def set_blocks(self, version_id: int, blocks: Iterable[BlockRecord], shared_from: int | None = None) -> None:
         """Replace the blocks of a version that is still being built.
 
         Every block id must come from the version's reserved range: that is
-        what keeps block folders of different versions from colliding.
+        what keeps block folders of different versions from colliding. The one
+        exception is a partial reorganization (`shared_from`): a block it does
+        not rewrite keeps its id and folder, which must then be a block of the
+        version `shared_from` (same table and partition) with the same path.
         """
         rows = [_block_row(version_id, block) for block in blocks]
         _check_unique([row["block_id"] for row in rows], "block id")
@@ -525,10 +550,20 @@ class Catalog:
             version = _lock_version_row(conn, version_id)
             _require_state(version, ("building",), "set its blocks")
             reserved = range(version.first_block_id, version.first_block_id + version.n_blocks)
-            outside = sorted(row["block_id"] for row in rows if row["block_id"] not in reserved)
+            outside = {row["block_id"]: row["path"] for row in rows if row["block_id"] not in reserved}
+            if outside and shared_from is not None:
+                base = _version_row(conn, shared_from)
+                if (base.table_name, base.partition_name) != (version.table_name, version.partition_name):
+                    raise CatalogError(f"version {shared_from} is not of {version.table_name} "
+                                       f"partition {version.partition_name!r}: its blocks cannot be shared")
+                paths = dict(conn.execute(sa.select(blocks_t.c.block_id, blocks_t.c.path).where(
+                    blocks_t.c.version_id == shared_from, blocks_t.c.block_id.in_(list(outside)))).all())
+                outside = {b: p for b, p in outside.items() if paths.get(b) != p}
             if outside:
-                raise CatalogError(f"block ids {outside[:10]} are outside version {version_id}'s "
-                                   f"reserved range {reserved.start}..{reserved.stop - 1}")
+                raise CatalogError(f"block ids {sorted(outside)[:10]} are outside version {version_id}'s "
+                                   f"reserved range {reserved.start}..{reserved.stop - 1}"
+                                   + (f" and are not blocks of version {shared_from} with the same folder"
+                                      if shared_from is not None else ""))
             conn.execute(blocks_t.delete().where(blocks_t.c.version_id == version_id))
             if rows:
                 conn.execute(blocks_t.insert(), rows)
@@ -560,14 +595,18 @@ class Catalog:
             conn.execute(plans_t.delete().where(plans_t.c.version_id == version_id))
             conn.execute(plans_t.insert().values(version_id=version_id, plan_json=text))
 
-    def activate(self, version_id: int, input_fingerprint: str | None = None) -> None:
+    def activate(self, version_id: int, input_fingerprint: str | None = None,
+                 replaces: int | None = None) -> None:
         """Make a built version the one that serves its partition.
 
         The previously active version is retired in the same transaction, so a
         reader sees either the old layout or the new one, never both or none.
         `input_fingerprint` (rows and checksum of the verified blocks) goes into
         the version's params in that transaction: readers use it to tell
-        whether a new version holds the same rows as an old one.
+        whether a new version holds the same rows as an old one. With
+        `replaces`, the version is activated only while that version is the
+        active one (a partial reorganization built from it); otherwise
+        CatalogError, so two runs from one base never both go live.
         """
         with self._write() as conn:
             # Lock the table before the version, in the same order as begin_version.
@@ -581,6 +620,10 @@ class Catalog:
                 versions_t.c.table_name == version.table_name,
                 versions_t.c.partition_name == version.partition_name,
                 versions_t.c.state == "active"))
+            if replaces is not None and parent != replaces:
+                raise CatalogError(f"version {version_id} was built from version {replaces}, but "
+                                   + (f"version {parent} serves the partition now" if parent is not None
+                                      else "no version serves the partition now"))
             if parent is not None:
                 conn.execute(versions_t.update().where(versions_t.c.version_id == parent)
                              .values(state="retired", retired_at=now))
@@ -766,6 +809,40 @@ class Catalog:
                 versions_t.c.state == "retired", versions_t.c.retired_at < _utc(cutoff))
                 .order_by(versions_t.c.version_id))
             return [_version_info(row) for row in rows]
+
+    # ------------------------------------------------------------ calibration
+
+    def record_calibration(self, calibration) -> int:
+        """Store a `calibrate.Calibration` (or a `CalibrationRecord`); returns its id.
+
+        w and both timings must be finite and > 0; a naive `measured_at` means
+        UTC and a missing one means now.
+        """
+        c = calibration
+        numbers = {"w": c.w, "write_seconds_per_block": c.write_seconds_per_block,
+                   "read_seconds_per_block": c.read_seconds_per_block}
+        for name, value in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value <= 0:
+                raise CatalogError(f"a calibration's {name} must be a finite number > 0, not {value!r}")
+        if c.block_rows < 1 or c.blocks < 1 or (c.rounds is not None and c.rounds < 1):
+            raise CatalogError(f"a calibration needs block_rows, blocks and rounds >= 1, not "
+                               f"{c.block_rows}, {c.blocks}, {c.rounds}")
+        with self._write() as conn:
+            result = conn.execute(calibrations_t.insert().values(
+                measured_at=_utc(c.measured_at) or self._now(), w=float(c.w),
+                write_seconds=float(c.write_seconds_per_block),
+                read_seconds=float(c.read_seconds_per_block), block_rows=int(c.block_rows),
+                blocks=int(c.blocks), rounds=None if c.rounds is None else int(c.rounds),
+                location=str(c.location)))
+            return int(result.inserted_primary_key[0])
+
+    def latest_calibration(self) -> CalibrationRecord | None:
+        """The most recently measured calibration (ties: the last recorded), or None."""
+        with self._read() as conn:
+            row = conn.execute(sa.select(calibrations_t).order_by(
+                calibrations_t.c.measured_at.desc(), calibrations_t.c.id.desc()).limit(1)).one_or_none()
+            return None if row is None else _calibration_record(row)
 
 
 # ------------------------------------------------------------------- helpers

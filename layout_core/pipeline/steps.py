@@ -79,7 +79,7 @@ def _read(paths: RunPaths, cls, step: str):
         raise StepError(str(e)) from None
 
 
-def _record(paths: RunPaths, step: str, numbers: dict) -> dict:
+def record_metrics(paths: RunPaths, step: str, numbers: dict) -> dict:
     metrics_path = paths.file("metrics.json")
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
     metrics[step] = numbers
@@ -118,14 +118,14 @@ def ingest(spark, paths: RunPaths, table: TableSchema, source: str, catalog: Cat
             df = df.where(F.col(date_column) < F.lit(end).cast("date"))
     df = df.select(*table.column_names)
     df.write.mode("overwrite").parquet(str(paths.file("input")))
-    rows, checksum = _fingerprint(spark.read.parquet(str(paths.file("input"))), table.column_names)
+    rows, checksum = rows_fingerprint(spark.read.parquet(str(paths.file("input"))), table.column_names)
     write_artifact(paths.staging, IngestSummary(rows, str(checksum)))  # verify compares the blocks with this
     catalog.register_table(table.name, str(paths.location), partition_column if paths.partition else None,
                            schema_json={"columns": dict(table.columns)})
     if rows == 0:
         log.warning("ingest %s/%s: the batch is empty; the layout will have no blocks",
                     table.name, paths.partition)
-    return _record(paths, "ingest", {"rows": rows, "seconds": round(time.monotonic() - t0, 2)})
+    return record_metrics(paths, "ingest", {"rows": rows, "seconds": round(time.monotonic() - t0, 2)})
 
 
 # ---------------------------------------------------------------------------
@@ -245,7 +245,7 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
     numbers = _log_numbers(summary, table.name)
     write_artifact(paths.staging, Features(chosen.name, as_lists(resolved), table.name,
                                            schema_fingerprint(table), tuple(entries), workload.to_json(), numbers))
-    return _record(paths, "featurize", {
+    return record_metrics(paths, "featurize", {
         **numbers, "optimizer": chosen.name, "cuts": len(entries),
         "join_induced": sum(e.kind == "join_induced" for e in entries),
         "seconds": round(time.monotonic() - t0, 2)})
@@ -278,7 +278,7 @@ def reduce_vectors(spark, paths: RunPaths, table: TableSchema) -> dict:
         raise StepError("the featurized rows were written by an older version: run featurize again")
     sample = vector_sample(df, table.column_names, int(features.settings.get("sample_rows", 0)))
     write_artifact(paths.staging, Vectors(sample.keys, tuple(sample.counts.tolist()), sample.rows))
-    return _record(paths, "reduce", {"rows": sample.rows, "sampled_rows": sample.sampled_rows,
+    return record_metrics(paths, "reduce", {"rows": sample.rows, "sampled_rows": sample.sampled_rows,
                                      "distinct_vectors": len(sample.keys),
                                      "seconds": round(time.monotonic() - t0, 2)})
 
@@ -314,7 +314,7 @@ def optimize(paths: RunPaths, table: TableSchema) -> dict:
         numbers["leaves"] = len(plan.assignment.leaf_n_blocks)
     if plan.choices:
         numbers["choices"] = as_lists(dict(plan.choices))
-    return _record(paths, "optimize", {**numbers, "seconds": round(time.monotonic() - t0, 3)})
+    return record_metrics(paths, "optimize", {**numbers, "seconds": round(time.monotonic() - t0, 3)})
 
 
 def read_plan(paths: RunPaths, step: str):
@@ -355,7 +355,7 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
                         f"start a new run)") from None
     if catalog.version(version).state == "active" and paths.file(WrittenBlocks.FILE).exists():
         # A retry after this run already went live: its folders are being read; leave them.
-        return _record(paths, "write_blocks", {"version": version, "already_active": True})
+        return record_metrics(paths, "write_blocks", {"version": version, "already_active": True})
     for stale in (Verification.FILE, WrittenBlocks.FILE):  # an earlier attempt's: never trust them now
         paths.file(stale).unlink(missing_ok=True)
     df = spark.read.parquet(str(paths.file("featurized")))
@@ -367,7 +367,7 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
                                       partition_column if paths.partition else None, paths.partition)
     write_artifact(paths.staging, WrittenBlocks(
         version, ids.start, {str(b): {"path": str(p), "bytes": n} for b, (p, n) in written.items()}))
-    return _record(paths, "write_blocks", {"version": version, "blocks": len(written),
+    return record_metrics(paths, "write_blocks", {"version": version, "blocks": len(written),
                                            "bytes": sum(n for _, n in written.values()),
                                            "seconds": round(time.monotonic() - t0, 2)})
 
@@ -376,7 +376,7 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
 # verify
 
 
-def _fingerprint(df, columns: Sequence[str]) -> tuple[int, int]:
+def rows_fingerprint(df, columns: Sequence[str]) -> tuple[int, int]:
     """(rows, order-independent checksum): the sum of a 64-bit hash of every row."""
     from pyspark.sql import functions as F
 
@@ -411,14 +411,14 @@ def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict
     ingested = _read(paths, IngestSummary, "verify")
     expected = (ingested.rows, int(ingested.checksum))
     frame = _written_frame(spark, table, written)
-    actual = _fingerprint(frame, table.column_names) if frame is not None else (0, 0)
+    actual = rows_fingerprint(frame, table.column_names) if frame is not None else (0, 0)
     if expected != actual:
         reason = (f"verify failed: input has {expected[0]} rows (checksum {expected[1]}), "
                   f"written blocks have {actual[0]} rows (checksum {actual[1]})")
         catalog.fail(written.version, reason)
         raise StepError(reason)
     write_artifact(paths.staging, Verification(written.version, actual[0], str(actual[1])))
-    return _record(paths, "verify", {"rows": actual[0], "seconds": round(time.monotonic() - t0, 2)})
+    return record_metrics(paths, "verify", {"rows": actual[0], "seconds": round(time.monotonic() - t0, 2)})
 
 
 # ---------------------------------------------------------------------------
@@ -435,10 +435,10 @@ def block_rows_error(plan, summaries, first_id: int) -> float | None:
 
 def tree_records(plan) -> list:
     """The plan's routing trees as catalog node records (tree t, node ids in preorder)."""
-    return [record for tree, root in enumerate(plan.routing_trees()) for record in _node_records(tree, root)]
+    return [record for tree, root in enumerate(plan.routing_trees()) for record in node_records(tree, root)]
 
 
-def _node_records(tree: int, root) -> list:
+def node_records(tree: int, root) -> list:
     from ..catalog import TreeNodeRecord
 
     records: list = []
@@ -474,7 +474,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         raise StepError("verified.json belongs to another version: run verify again")
     info = catalog.version(version)
     if info.state == "active":
-        return _record(paths, "update_catalog", {"version": version, "already_active": True})
+        return record_metrics(paths, "update_catalog", {"version": version, "already_active": True})
     features = _features(paths, table, "update_catalog")
     plan = read_plan(paths, "update_catalog")
     predicates = [loads(c.predicate) for c in features.cuts]
@@ -518,7 +518,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     error = block_rows_error(plan, summaries, written.first_block_id)
     if error is not None:
         numbers["block_rows_error_max"] = error
-    return _record(paths, "update_catalog", {**numbers, "seconds": round(time.monotonic() - t0, 2)})
+    return record_metrics(paths, "update_catalog", {**numbers, "seconds": round(time.monotonic() - t0, 2)})
 
 
 # ---------------------------------------------------------------------------

@@ -247,6 +247,22 @@ def partition_rewards(tree: OldTree, block_rows_read: dict[int, int], references
 # The report
 
 
+@dataclass(frozen=True, eq=False)
+class PartitionModel:
+    """What one partition's rewards were computed from; the partial reorganization
+    grows each chosen subtree's new tree from it."""
+
+    layout: ActiveLayout
+    tree: OldTree
+    optimizer: str  # the re-optimizing one (the version's own, or mto for a layout without a qd-tree)
+    settings: dict  # its resolved settings
+    cuts: tuple  # the window's CandidateCuts, positions 0..m-1
+    frames: dict  # dimension data of the join-induced cuts (Spark DataFrames)
+    source_versions: dict  # table -> the active version ids `frames` were read from
+    workload: Any  # PlanWorkload of the window against `cuts`
+    benefits: SubtreeBenefits | None  # None when the partition had no rows or no cuts
+
+
 @dataclass(frozen=True)
 class ShiftReport:
     table: str
@@ -262,6 +278,7 @@ class ShiftReport:
     reason: str = ""
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    models: tuple[PartitionModel, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def reward(self) -> float:
@@ -292,11 +309,11 @@ def measure_shift(spark, catalog, schema: Schema, table: str, settings: ShiftSet
     window = window_queries(history, schema, table, start, now)
     snapshot = catalog.snapshot()
 
-    def report(reason: str, partitions=(), notes=()) -> ShiftReport:
+    def report(reason: str, partitions=(), notes=(), models=()) -> ShiftReport:
         log.info("workload shift of %s: %s", table, reason)
         return ShiftReport(table, start, now, settings.q, settings.w, window.queries, window.references,
                            window.unparsable, window.unknown, tuple(partitions), reason,
-                           time.monotonic() - started, tuple(notes))
+                           time.monotonic() - started, tuple(notes), tuple(models))
 
     skipped = []
     if window.unparsable:
@@ -314,14 +331,15 @@ def measure_shift(spark, catalog, schema: Schema, table: str, settings: ShiftSet
                       f"(MTO §5.1.2); no reorganization", notes=skipped)
 
     reads = _block_reads(window, snapshot, schema, table)
-    partitions = [_partition_shift(spark, catalog, schema, snapshot, layout, window, reads, settings)
-                  for layout in layouts]
+    measured = [_partition_shift(spark, catalog, schema, snapshot, layout, window, reads, settings)
+                for layout in layouts]
+    partitions = [p for p, _ in measured]
     total = sum(p.reward for p in partitions)
     chosen = sum(len(p.chosen) for p in partitions)
     reason = (f"reward {total:.1f}: reorganize {chosen} subtrees "
               f"({sum(p.blocks_chosen for p in partitions)} of {sum(p.blocks for p in partitions)} blocks)"
               if total > 0 else "no subtree has a positive reward: no reorganization")
-    return report(reason, partitions, skipped)
+    return report(reason, partitions, skipped, [m for _, m in measured])
 
 
 def _block_reads(window: Window, snapshot: CatalogSnapshot, schema: Schema, table: str) -> dict[int, int]:
@@ -338,7 +356,8 @@ def _block_reads(window: Window, snapshot: CatalogSnapshot, schema: Schema, tabl
 
 
 def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: ActiveLayout,
-                     window: Window, reads: dict[int, int], settings: ShiftSettings) -> PartitionShift:
+                     window: Window, reads: dict[int, int],
+                     settings: ShiftSettings) -> tuple[PartitionShift, PartitionModel]:
     started = time.monotonic()
     version = layout.version
     table = schema.table(version.table)
@@ -346,8 +365,9 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
     optimizer = version.optimizer if version.optimizer in TREE_OPTIMIZERS else DEFAULT_REOPTIMIZER
     params = version.params if version.optimizer in TREE_OPTIMIZERS else {
         "block_rows": version.params.get("block_rows")}
-    keys, counts, rows, cuts, workload, block_rows = _records(spark, catalog, schema, snapshot, layout, table,
-                                                              window, optimizer, params, settings)
+    keys, counts, rows, cuts, (frames, sources), summary, resolved = _records(
+        spark, catalog, schema, snapshot, layout, table, window, optimizer, params, settings)
+    workload, block_rows = summary.matrices(len(cuts)), resolved["block_rows"]
     sizes = {b.block_id: b.row_count for b in layout.blocks}
     n_blocks = sum(1 for s in sizes.values() if s > 0)
     a_root = sum(reads.get(b, 0) for b, s in sizes.items() if s > 0) / max(1, window.references)
@@ -357,9 +377,13 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
                               n_blocks, a_root, tuple(chosen), reward, evaluated, total, reason,
                               time.monotonic() - started, violations)
 
+    def model(benefits) -> PartitionModel:
+        return PartitionModel(layout, tree, optimizer, resolved, tuple(cuts), frames, sources, summary, benefits)
+
     if not keys or workload.m == 0:
         return result((), 0.0, 0, len(tree.node_ids),
-                      "the partition has no rows" if not keys else "the window's queries give no cuts on this table")
+                      "the partition has no rows" if not keys else "the window's queries give no cuts on this table"
+                      ), model(None)
     plan, benefits, shape = partition_rewards(tree, reads, window.references, keys, counts, rows, workload,
                                               block_rows, sizes, settings)
     chosen = [ChosenSubtree(tree.node_ids[i], tuple(sorted(leaf.leaf_id for leaf in leaves(benefits.old.nodes[i]))),
@@ -370,13 +394,16 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
              table.name, version.partition or "(unpartitioned)", version.version_id, len(cuts),
              plan.evaluated, plan.considered, plan.reason)
     reason = plan.reason + (" (no qd-tree: the whole partition or nothing)" if tree.whole_partition else "")
-    return result(chosen, plan.reward, plan.evaluated, plan.considered, reason, len(plan.bound_violations))
+    return (result(chosen, plan.reward, plan.evaluated, plan.considered, reason, len(plan.bound_violations)),
+            model(benefits))
 
 
 def _records(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: ActiveLayout, table: TableSchema,
              window: Window, optimizer: str, params: dict[str, Any], settings: ShiftSettings):
     """The layout's rows (a sample) featurized against the cuts `optimizer` picks
-    from the window, keyed "<block id>|<bits>", with the window's workload matrices."""
+    from the window, keyed "<block id>|<bits>": (keys, counts, rows, cuts,
+    (dimension frames, their versions), the window's PlanWorkload, the
+    optimizer's resolved settings)."""
     from pyspark.sql import functions as F
 
     from ..optimizers import TableQueries, get_optimizer
@@ -390,15 +417,16 @@ def _records(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: 
     queries = TableQueries(table.name, window.analyses, schema.key_hops())
     cuts = chosen.choose_cuts(queries, resolved)
     induced = set().union(*map(path_tables, cuts)) if cuts else set()
-    frames = {}
+    frames, sources = {}, {}
     if induced:
         sources = active_sources(catalog, induced)
         frames = source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
+    dimensions = (frames, {t: sources[t]["versions"] for t in sources})
     cuts = usable_cuts(table.name, cuts, frames)
-    workload = queries.summary(cuts, table).matrices(len(cuts))
+    summary = queries.summary(cuts, table)
     paths = [b.path for b in layout.blocks if b.row_count > 0]
     if not paths:
-        return [], [], 0, cuts, workload, resolved["block_rows"]
+        return [], [], 0, cuts, dimensions, summary, resolved
     location = snapshot.tables[table.name].location
     rows = spark.read.option("basePath", location).parquet(*paths).select(*table.column_names, BLOCK_COLUMN)
     flagged = with_vectors(rows, cuts, frames)
@@ -406,4 +434,4 @@ def _records(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: 
     keyed = flagged.withColumn(VECTOR_COLUMN, F.concat_ws("|", F.col(BLOCK_COLUMN).cast("string"),
                                                           F.col(VECTOR_COLUMN)))
     sample = vector_sample(keyed, table.column_names, settings.sample_rows)
-    return list(sample.keys), sample.counts.tolist(), sample.rows, cuts, workload, resolved["block_rows"]
+    return list(sample.keys), sample.counts.tolist(), sample.rows, cuts, dimensions, summary, resolved

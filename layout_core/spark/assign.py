@@ -89,7 +89,7 @@ def _cluster_blocks(df: DataFrame, rule: ClusterBlocks, order: list[Column]) -> 
 def _tree_blocks(df: DataFrame, rule: TreeBlocks, order: list[Column]) -> DataFrame:
     """Rows of leaf l cut into leaf_n_blocks[l] ranges of the sort columns."""
     groups = [(leaf, first, n) for leaf, (first, n) in enumerate(zip(rule.leaf_first_block, rule.leaf_n_blocks))]
-    return _ranges(df.withColumn("_group", leaf_column(rule.root())), groups, rule.sort_columns, order)
+    return group_ranges(df.withColumn("_group", leaf_column(rule.root())), groups, rule.sort_columns, order)
 
 
 def _tuple_blocks(df: DataFrame, rule: TupleBlocks, order: list[Column]) -> DataFrame:
@@ -108,10 +108,10 @@ def _tuple_blocks(df: DataFrame, rule: TupleBlocks, order: list[Column]) -> Data
                     .join(F.broadcast(cells), on=leaf_names, how="left")
                     .withColumn("_group", F.coalesce(F.col("_cell"), F.lit(n_cells) + F.col("_leaf0")))
                     .drop("_cell", *leaf_names))
-    return _ranges(with_cells, groups, rule.sort_columns, order)
+    return group_ranges(with_cells, groups, rule.sort_columns, order)
 
 
-def _ranges(df: DataFrame, groups: list[tuple[int, int, int]], sort_columns, order: list[Column]) -> DataFrame:
+def group_ranges(df: DataFrame, groups: list[tuple[int, int, int]], sort_columns, order: list[Column]) -> DataFrame:
     """`df` has an int column `_group`; `groups` are (group, first block, n blocks):
     the rows of a group, ranked by the sort columns, are cut into n ranges of
     about equal size, blocks first .. first + n - 1."""
