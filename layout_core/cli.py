@@ -7,6 +7,7 @@
     layout workload history [--days 1] [--table T] [--limit 20] [--json]
     layout workload shift [--table T] [--q 200] [--w 100] [--window-hours 24] [--json]
     layout stats [--days 7] [--table T] [--json]
+    layout reorganize --table T [--q 200] [--w 100] [--window-hours 24] [--run-id R]
     layout route "<sql>" [--json] [--no-dips]
     layout explain "<sql>" [--json] [--no-dips]
     layout rewrite "<sql>" [--no-dips]
@@ -163,15 +164,17 @@ def cmd_workload_shift(args) -> int:
     from .schema import load_schema
     from .spark_session import local_session
 
+    from .reorg.job import default_w
+
     settings = load_settings(catalog_url=args.catalog)
-    try:
-        shift = ShiftSettings(q=args.q, w=args.w, window_hours=args.window_hours,
-                              min_references=args.min_references, prune=not args.no_prune)
-    except ValueError as e:
-        raise UserError(str(e)) from None
     spark = local_session("layout-workload-shift")
     try:
         with Catalog(settings.catalog_url) as catalog:
+            try:
+                shift = ShiftSettings(q=args.q, w=args.w or default_w(catalog), window_hours=args.window_hours,
+                                      min_references=args.min_references, prune=not args.no_prune)
+            except ValueError as e:
+                raise UserError(str(e)) from None
             reports = monitor_tables(spark, catalog, load_schema(args.schema or settings.schema),
                                      [args.table] if args.table else [], shift)
     finally:
@@ -190,6 +193,42 @@ def cmd_workload_shift(args) -> int:
             for c in p.chosen:
                 print(f"    node {c.node_id}: {c.blocks} blocks, reads {c.reads:.2f} -> {c.reads - c.benefit:.2f} "
                       f"per reference, reward {c.reward:.1f}")
+    return 0
+
+
+def cmd_reorganize(args) -> int:
+    import time
+
+    from .catalog import Catalog
+    from .reorg.job import default_w
+    from .reorg.partial import reorganize_in_process
+    from .reorg.shift import ShiftSettings
+    from .schema import load_schema
+    from .spark_session import local_session
+
+    settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
+    run_id = args.run_id or f"reorganize-{time.strftime('%Y%m%dT%H%M%S')}"
+    spark = local_session("layout-reorganize")
+    try:
+        with Catalog(settings.catalog_url) as catalog:
+            try:
+                shift = ShiftSettings(q=args.q, w=args.w or default_w(catalog), window_hours=args.window_hours)
+            except ValueError as e:
+                raise UserError(str(e)) from None
+            result = reorganize_in_process(spark, catalog, load_schema(args.schema or settings.schema),
+                                           Path(settings.warehouse), args.table, run_id, shift,
+                                           settings.range_sets)
+    finally:
+        spark.stop()
+    if args.json:
+        print(json.dumps(result, indent=1, default=str))
+        return 0
+    print(f"{args.table}: {result['plan']['reason']} (run {run_id})")
+    for partition, m in result["partitions"].items():
+        done = m.get("activate_reorg", {})
+        print(f"  {partition or '(unpartitioned)'}: version {done.get('version')} replaces "
+              f"{done.get('base_version')}: {done.get('blocks_rewritten')} blocks rewritten into "
+              f"{done.get('blocks_new')}, {done.get('blocks_shared')} shared")
     return 0
 
 
@@ -483,7 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
                                            "(MTO 5.1; reads data, writes nothing)")
     ws.add_argument("--table", help="one table (default: every laid-out table)")
     ws.add_argument("--q", type=float, default=200.0, help="queries expected before the next shift (default 200)")
-    ws.add_argument("--w", type=float, default=100.0, help="cost of writing a block in block reads (default 100)")
+    ws.add_argument("--w", type=float, help="cost of writing a block in block reads "
+                                            "(default: `layout calibrate`'s, else 100)")
     ws.add_argument("--window-hours", type=float, default=24.0, help="history window (default 24)")
     ws.add_argument("--min-references", type=int, default=10,
                     help="fewer references to a table in the window: no reorganization (default 10)")
@@ -519,6 +559,23 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--no-history", action="store_true",
                            help="do not add the query to the catalog's query history")
         p.set_defaults(func=func)
+
+    ro = sub.add_parser("reorganize", help="rewrite the qd-tree subtrees the recent queries would read better "
+                                           "re-laid out (MTO 5.1; what the layout_reoptimize DAG runs)")
+    ro.add_argument("--table", required=True)
+    ro.add_argument("--q", type=float, default=200.0, help="queries expected before the next shift (default 200)")
+    ro.add_argument("--w", type=float, help="cost of writing a block in block reads (default: calibrated, else 100)")
+    ro.add_argument("--window-hours", type=float, default=24.0, help="history window (default 24)")
+    ro.add_argument("--run-id", help="a retry with the same run id resumes that run")
+    ro.add_argument("--catalog", help="catalog URL")
+    ro.add_argument("--warehouse", help="warehouse root")
+    ro.add_argument("--schema", help="schema name (tpch) or YAML/JSON file")
+    ro.add_argument("--json", action="store_true")
+    ro.set_defaults(func=cmd_reorganize)
+
+    from .calibrate import add_calibrate_parser
+
+    add_calibrate_parser(sub)
 
     st = sub.add_parser("stats", help="how many blocks the recorded queries skipped, per table and template")
     st.add_argument("--catalog", help="catalog URL")

@@ -305,3 +305,22 @@ class QueryRecord:
             raise ValueError(f"query source must be one of {QUERY_SOURCES}, not {self.source!r}")
         if self.ts.tzinfo is None:
             raise ValueError("query timestamps must be timezone-aware")
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationRecord:
+    """One stored `layout calibrate` measurement: on the warehouse's storage,
+    rewriting a block (shuffle, encode, compress, write) took
+    `write_seconds_per_block`, reading it back fully `read_seconds_per_block`,
+    so w = write / read is what the workload-shift reward (MTO §5.1.2) divides by.
+    Field names match `calibrate.Calibration`, so either can be recorded."""
+
+    calibration_id: int
+    measured_at: dt.datetime
+    w: float
+    write_seconds_per_block: float
+    read_seconds_per_block: float
+    block_rows: int
+    blocks: int
+    rounds: int | None
+    location: str

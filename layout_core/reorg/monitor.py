@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tables", default="", help="comma-separated tables (default: every laid-out table)")
     p.add_argument("--run-id", required=True, help="Airflow run id: the report goes to <warehouse>/_monitor/<run id>/")
     p.add_argument("--q", type=float, default=ShiftSettings.q, help="queries expected before the next shift")
-    p.add_argument("--w", type=float, default=ShiftSettings.w, help="cost of writing a block, in block reads")
+    p.add_argument("--w", type=_optional_float, default=None,
+                   help="cost of writing a block, in block reads (default: `layout calibrate`'s, else 100)")
     p.add_argument("--window-hours", type=float, default=ShiftSettings.window_hours)
     p.add_argument("--min-references", type=int, default=ShiftSettings.min_references)
     p.add_argument("--warehouse", help="warehouse root (default LAYOUT_WAREHOUSE)")
@@ -92,23 +93,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _optional_float(text: str) -> float | None:
+    return float(text) if text.strip() else None
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..catalog import Catalog
     from ..config import load_settings
     from ..schema import load_schema
     from ..spark_session import job_session
+    from .job import default_w
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
-    try:
-        settings = ShiftSettings(q=args.q, w=args.w, window_hours=args.window_hours,
-                                 min_references=args.min_references)
-    except ValueError as e:
-        log.error("measure_shift: %s", e)
-        return 1
     tables = [t.strip() for t in args.tables.split(",") if t.strip()]
+    with Catalog(config.catalog_url) as catalog:
+        try:
+            settings = ShiftSettings(q=args.q, w=args.w or default_w(catalog), window_hours=args.window_hours,
+                                     min_references=args.min_references)
+        except ValueError as e:
+            log.error("measure_shift: %s", e)
+            return 1
     spark = job_session("layout-measure-shift")
     try:
         with Catalog(config.catalog_url) as catalog:

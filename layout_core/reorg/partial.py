@@ -264,7 +264,11 @@ def write_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dic
     if catalog.version(version).state == "active":
         return record_metrics(paths, "write_reorg", {"version": version, "already_active": True})
     paths.file(VerifiedReorg.FILE).unlink(missing_ok=True)
-    layout = _base_layout(catalog, plan)
+    try:
+        layout = _base_layout(catalog, plan)
+    except StepError as e:
+        catalog.fail(version, str(e))
+        raise
     moved = _moved_blocks(layout, plan)
     info = catalog.table(table.name)
     by_id = {b.block_id: b for b in layout.blocks}

@@ -1,0 +1,114 @@
+"""Partial reorganization on workload shift (MTO §5.1).
+
+    choose_table -> plan_reorg -> write_reorg -> verify_reorg -> activate_reorg -> report
+
+Runs when `layout_workload_monitor` emits a workload-shift Asset event for a
+table (through the alias `layout_workload_shift`; the event's extra names
+the table), or by hand with the params `table` and `q`. Each Spark step is a
+spark-submit of `jobs/reorganize.py <step>`: plan_reorg measures the shift
+again on the current history and plans the chosen subtrees' new trees;
+write_reorg rewrites only their blocks; verify_reorg checks rows and
+checksum of exactly those rows; activate_reorg switches to the new version
+in one catalog transaction, only while the base version still serves (a
+second run from the same base fails cleanly there; max_active_runs=1 makes
+runs queue). Until then queries are routed to the base version. The
+`report` task returns the run's numbers (XCom).
+
+Kept light on purpose: layout_core is imported inside the tasks only.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, AssetAlias, Param, task
+
+JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
+SHIFT_ALIAS = AssetAlias("layout_workload_shift")  # as in layout_workload_monitor.py
+LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")  # as in layout_nightly.py
+RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
+CHOSEN = "ti.xcom_pull(task_ids='choose_table')"
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
+}
+
+
+def reorg_step(step: str, **kwargs) -> SparkSubmitOperator:
+    return SparkSubmitOperator(
+        task_id=step,
+        application=str(JOBS_DIR / "reorganize.py"),
+        application_args=[step, "--table", "{{ %s['table'] }}" % CHOSEN, "--run-id", RUN_ID,
+                          "--q", "{{ %s['q'] }}" % CHOSEN, "--window-hours", "{{ params.window_hours }}"],
+        conn_id="spark_default",
+        conf=SPARK_CONF,
+        name=f"layout-{step}",
+        **kwargs,
+    )
+
+
+with DAG(
+    dag_id="layout_reoptimize",
+    description="Rewrite only the qd-tree subtrees that the recent queries would read better re-laid out",
+    schedule=[SHIFT_ALIAS],
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    tags=["layout"],
+    params={
+        "table": Param("", type="string", description="the table (a shift event's table when it triggered the run)"),
+        "q": Param(200, type="number", exclusiveMinimum=0,
+                   description="queries expected before the next workload shift"),
+        "window_hours": Param(24, type="number", exclusiveMinimum=0, description="history window of the new queries"),
+    },
+) as dag:
+
+    @task
+    def choose_table(params: dict | None = None, triggering_asset_events=None) -> dict:
+        """The table and q: from the triggering shift event, else from the params."""
+        table, q = (params or {}).get("table") or "", (params or {}).get("q", 200)
+        for events in (triggering_asset_events or {}).values():
+            for event in events:
+                extra = event.extra or {}
+                if extra.get("table"):
+                    table, q = extra["table"], extra.get("q", q)
+        if not table:
+            raise ValueError("no table: trigger with the param `table`, or let a workload-shift event do it")
+        return {"table": table, "q": float(q)}
+
+    @task
+    def report(chosen: dict, dag=None, run_id=None) -> dict:
+        """The run's numbers per partition (from the steps' metrics), for the UI."""
+        from layout_core.config import load_settings
+        from layout_core.pipeline.steps import read_metrics
+        from layout_core.reorg.partial import run_partitions
+
+        warehouse = Path(load_settings().warehouse)
+        out = {}
+        for paths in run_partitions(warehouse, chosen["table"], f"{dag.dag_id}__{run_id}"):
+            m = read_metrics(paths)
+            out[paths.partition or "(unpartitioned)"] = {
+                "reward": m.get("plan_reorg", {}).get("reward"),
+                "subtrees": m.get("plan_reorg", {}).get("subtrees"),
+                "blocks_rewritten": m.get("activate_reorg", {}).get("blocks_rewritten"),
+                "blocks_new": m.get("activate_reorg", {}).get("blocks_new"),
+                "blocks_shared": m.get("activate_reorg", {}).get("blocks_shared"),
+                "version": m.get("activate_reorg", {}).get("version"),
+                "seconds": round(sum(s.get("seconds", 0) for s in m.values() if isinstance(s, dict)), 2),
+            }
+        return out
+
+    chosen = choose_table()
+    chain_end = chosen
+    for step in ("plan_reorg", "write_reorg", "verify_reorg", "activate_reorg"):
+        op = reorg_step(step, outlets=[LAYOUT_CATALOG] if step == "activate_reorg" else [])
+        chain_end >> op
+        chain_end = op
+    chain_end >> report(chosen)
