@@ -89,6 +89,19 @@ def test_dag_run_lays_out_a_partition(tmp_path, tpch_sf001):
 
 
 @pytest.mark.slow
+def test_the_workload_dags_measure_then_reorganize_on_the_shift_alias(dagbag):
+    monitor, reopt = dagbag.dags["layout_workload_monitor"], dagbag.dags["layout_reoptimize"]
+    assert [t.task_id for t in monitor.topological_sort()] == ["measure_shift", "emit_shift_events"]
+    assert monitor.get_task("measure_shift").application.endswith("jobs/measure_shift.py")
+    assert [t.task_id for t in reopt.topological_sort()] == [
+        "choose_table", "plan_reorg", "write_reorg", "verify_reorg", "activate_reorg", "report"]
+    assert all(reopt.get_task(s).application.endswith("jobs/reorganize.py")
+               for s in ("plan_reorg", "write_reorg", "verify_reorg", "activate_reorg"))
+    assert "layout_workload_shift" in str(reopt.timetable.asset_condition)
+    assert reopt.max_active_runs == 1 and {"table", "q"} <= set(reopt.params)
+
+
+@pytest.mark.slow
 def test_star_dag_lays_out_dimension_tables_before_the_fact_table(dagbag):
     dag = dagbag.dags["layout_star_nightly"]
     order = [t.task_id for t in dag.topological_sort()]
