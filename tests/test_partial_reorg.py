@@ -238,3 +238,32 @@ def test_the_reoptimize_dag_rewrites_a_table_and_reports_its_numbers(base_layout
     numbers = json.loads(value)["(unpartitioned)"]
     assert numbers["version"] == new.version_id and numbers["reward"] > 0
     assert 0 < numbers["blocks_rewritten"] and numbers["blocks_shared"] > 0
+
+
+@pytest.mark.slow
+def test_a_layout_without_a_qd_tree_is_reorganized_whole_or_not_at_all(spark, tpch_sf001, tmp_path):
+    from layout_core.pipeline import steps
+    from layout_core.reorg.partial import reorganize_in_process
+    from layout_core.reorg.shift import ShiftSettings, measure_shift
+
+    url, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "wh"
+    now = dt.datetime.now(dt.timezone.utc)
+    with Catalog(url) as catalog:
+        steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(warehouse, "lineitem", "", "night-1"),
+                             str(tpch_sf001 / "lineitem.parquet"), "sortkey",
+                             {"block_rows": 2000, "sort_column": "l_orderkey"})
+        catalog.record_queries(_history(range(12, 23), now))
+        base = catalog.active_layout("lineitem", "")
+        # sorted by order key, the blocks hold every ship date: a tree for the new queries pays off
+        # when they are expected to run long enough (q large); with q = w never.
+        assert measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=100)).reward == 0
+        report = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=100_000))
+        (part,) = report.partitions
+        assert part.whole_partition and part.subtrees_total == 1 and "whole partition" in part.reason
+        assert [c.blocks for c in part.chosen] == [len(base.blocks)]
+        reorganize_in_process(spark, catalog, SCHEMA, warehouse, "lineitem", "reorg-1", ShiftSettings(q=100_000))
+        new = catalog.active_layout("lineitem", "")
+        assert new.version.optimizer == "mto" and new.version.params["reorganized_from"] == base.version.version_id
+        assert not {b.block_id for b in new.blocks} & {b.block_id for b in base.blocks}
+        _answers_match(spark, tpch_sf001, catalog,
+                       [q.sql for q in _history(range(12, 23), now, seed=9, per_template=1)])
