@@ -209,6 +209,16 @@ def test_a_scheduled_deployment_lays_out_a_partition_triggered_through_the_rest_
         states = airflow.task_states("layout_nightly", run_id)
         assert set(states.values()) == {"success"} and len(states) == 7, states
         check_layouts_pages(airflow, run_id, tmp_path)
+        # the workload DAGs are there too; a monitor run on an empty history measures and stays quiet
+        assert airflow.wait_for_dag("layout_reoptimize", timeout=120)["is_paused"] is False
+        monitor_run = airflow.trigger("layout_workload_monitor", {"tables": "lineitem"})
+        assert airflow.wait_for_run("layout_workload_monitor", monitor_run, timeout=600) == "success"
+        status, xcom = airflow.request(
+            "GET", f"/api/v2/dags/layout_workload_monitor/dagRuns/{urllib.parse.quote(monitor_run, safe='')}"
+                   "/taskInstances/emit_shift_events/xcomEntries/return_value")
+        assert status == 200, xcom
+        numbers = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+        assert numbers["lineitem"]["reorganize"] is False and "too few" in numbers["lineitem"]["reason"]
         # every socket seen while the run went on (spark-submit's JVMs too) was on loopback
         airflow.assert_loopback_only()
         assert all(is_loopback(address) for _, address, _ in airflow.listeners_seen)
