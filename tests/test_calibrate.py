@@ -34,6 +34,7 @@ def calibration(w: float = 50.0, at: dt.datetime = T0, read: float = 0.01) -> Ca
 # ------------------------------------------------------------------ measuring
 
 
+@pytest.mark.slow
 def test_calibration_measures_positive_finite_times_and_their_ratio(spark, tmp_path):
     location = tmp_path / "warehouse" / "_calibrate" / "run1"
     c = calibrate(spark, location, **FAST)
@@ -47,6 +48,7 @@ def test_calibration_measures_positive_finite_times_and_their_ratio(spark, tmp_p
     assert json.loads(json.dumps(c.to_json()))["w"] == c.w
 
 
+@pytest.mark.slow
 def test_the_generated_blocks_are_lineitem_like(spark):
     df = calibrate_mod.calibration_frame(spark, 1000, 3)
     assert len(df.columns) == 17  # lineitem's 16 columns and the block id
@@ -57,6 +59,7 @@ def test_the_generated_blocks_are_lineitem_like(spark):
     assert df.where("l_comment = '' OR l_receiptdate <= l_shipdate").count() == 0
 
 
+@pytest.mark.slow
 def test_the_folder_is_removed_when_reading_fails(spark, tmp_path, monkeypatch):
     location = tmp_path / "_calibrate" / "run2"
     seen = []
@@ -186,6 +189,7 @@ def test_the_subcommand_has_its_flags_and_help(capsys):
     assert args.func is calibrate_mod.cmd_calibrate
 
 
+@pytest.mark.slow
 def test_calibrate_command_measures_and_stores_w(spark, tmp_path, monkeypatch, capsys):
     from layout_core import spark_session
 
