@@ -89,6 +89,8 @@ with DAG(
                 "subtrees": sum(len(p["chosen"]) for p in table["partitions"]),
                 "blocks_chosen": sum(p["blocks_chosen"] for p in table["partitions"]),
                 "blocks": sum(p["blocks"] for p in table["partitions"]), "reason": table["reason"],
+                "subtrees_evaluated": sum(p["subtrees_evaluated"] for p in table["partitions"]),
+                "subtrees_total": sum(p["subtrees_total"] for p in table["partitions"]),
             }
             if table["reorganize"]:
                 outlet_events[SHIFT_ALIAS].add(shift_asset(table["table"]), extra=asset_extra(table))

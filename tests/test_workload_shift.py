@@ -104,11 +104,13 @@ def test_shift_settings_refuse_nonsense():
 
 def test_the_asset_extra_is_small_and_names_the_subtrees(tmp_path):
     table = {"table": "lineitem", "reward": 29.1, "window": ["a", "b"], "q": 1000, "w": 100, "references": 96,
-             "partitions": [{"partition": "", "version": 1, "chosen": [
-                 {"node": 2, "leaves": [0, 1, 2], "blocks": 15, "reads": 10.3, "benefit": 2.7, "reward": 12.0}]}]}
+             "partitions": [{"partition": "", "version": 1, "subtrees_evaluated": 21, "subtrees_total": 49,
+                             "chosen": [{"node": 2, "leaves": [0, 1, 2], "blocks": 15, "reads": 10.3,
+                                         "benefit": 2.7, "reward": 12.0}]}]}
     extra = asset_extra(table)
     assert extra["subtrees"] == [{"partition": "", "version": 1, "node": 2, "blocks": 15, "reward": 12.0}]
     assert extra["table"] == "lineitem" and extra["reward"] == 29.1 and json.dumps(extra)
+    assert (extra["subtrees_evaluated"], extra["subtrees_total"]) == (21, 49)
     assert report_path(tmp_path, "layout_workload_monitor__manual__2026-11-25T10:00:00+00:00").parent.name == (
         "layout_workload_monitor__manual__2026-11-25T10_00_00_00_00")
 

@@ -74,6 +74,8 @@ def asset_extra(table_report: dict) -> dict:
         "subtrees": [{"partition": p["partition"], "version": p["version"], "node": c["node"],
                       "blocks": c["blocks"], "reward": c["reward"]}
                      for p in table_report["partitions"] for c in p["chosen"]],
+        "subtrees_evaluated": sum(p["subtrees_evaluated"] for p in table_report["partitions"]),
+        "subtrees_total": sum(p["subtrees_total"] for p in table_report["partitions"]),
     }
 
 
