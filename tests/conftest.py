@@ -64,3 +64,25 @@ def catalog_url(request, tmp_path):
 
     with scratch_pg_schema(url) as scoped_url:
         yield scoped_url
+
+
+@pytest.fixture
+def orders_catalog(tmp_path, monkeypatch):
+    """LAYOUT_CATALOG_URL set to a SQLite catalog where orders has two blocks:
+    o_totalprice 1..100 (10 rows) and 101..200 (30 rows). Returns (url, version, b1, b2)."""
+    from layout_core.catalog import BlockRecord, Catalog
+    from layout_core.predicates import value_to_json
+
+    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("LAYOUT_CATALOG_URL", url)
+    with Catalog(url) as catalog:
+        catalog.register_table("orders", str(tmp_path / "orders"))
+        version, (b1, b2) = catalog.begin_version("orders", "", "handmade", {}, "r", 2)
+
+        def stats(lo, hi):
+            return {"o_totalprice": {"min": value_to_json(lo), "max": value_to_json(hi), "null_count": 0}}
+
+        catalog.set_blocks(version, [BlockRecord(b1, 10, 100, "p1", stats(1, 100), 0, 0),
+                                     BlockRecord(b2, 30, 300, "p2", stats(101, 200), 0, 0)])
+        catalog.activate(version)
+    return url, version, b1, b2

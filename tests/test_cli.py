@@ -87,17 +87,8 @@ def test_a_bug_keeps_its_traceback_while_a_user_mistake_is_one_line(monkeypatch,
 
 
 @pytest.fixture
-def catalog_env(tmp_path, monkeypatch):
-    url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    monkeypatch.setenv("LAYOUT_CATALOG_URL", url)
-    with Catalog(url) as catalog:
-        catalog.register_table("orders", str(tmp_path / "orders"))
-        version, (b1, b2) = catalog.begin_version("orders", "", "handmade", {}, "r", 2)
-        stats = lambda lo, hi: {"o_totalprice": {"min": value_to_json(lo), "max": value_to_json(hi),  # noqa: E731
-                                                 "null_count": 0}}
-        catalog.set_blocks(version, [BlockRecord(b1, 10, 100, "p1", stats(1, 100), 0, 0),
-                                     BlockRecord(b2, 30, 300, "p2", stats(101, 200), 0, 0)])
-        catalog.activate(version)
+def catalog_env(orders_catalog):
+    _, _, b1, b2 = orders_catalog
     return b1, b2
 
 

@@ -373,7 +373,7 @@ def test_gc_dag_task_collects_garbage_and_returns_numbers(gc_dag, wh, three, mon
     assert wh.states(*three) == ["retired", "retired", "active"]
     numbers = collect(params={"older_than": "0s", "dry_run": False})
     assert numbers == {"dry_run": False, "versions_purged": 2, "block_folders_deleted": 4,
-                       "staging_folders_deleted": 3, "bytes_freed": 1300, "kept": 0}
+                       "staging_folders_deleted": 3, "bytes_freed": 1300, "kept": 0, "history_pruned": 0}
     json.dumps(numbers)  # an XCom
     assert wh.states(*three) == ["purged", "purged", "active"]
 

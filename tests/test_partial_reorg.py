@@ -9,12 +9,12 @@ import shutil
 import numpy as np
 import pytest
 
-from layout_core.catalog import BlockRecord, Catalog, CatalogError, QueryRecord
+from layout_core.catalog import BlockRecord, Catalog, CatalogError
 from layout_core.optimize.qdtree import Node, tree_to_json
 from layout_core.pipeline.steps import RunPaths, StepError
 from layout_core.reorg.partial import NewSubtree, ReorgPlan, grafted_tree
 from layout_core.schema import load_schema
-from layout_core.workload.history import template_fingerprint
+from tests.tpch_layouts import lineitem_trained_on_1_to_11, query_history
 
 SCHEMA = load_schema("tpch")
 
@@ -79,26 +79,12 @@ def test_the_grafted_tree_replaces_the_chosen_subtree_and_renumbers_leaves():
 # -------------------------------------------------------------------- Spark
 
 
-def _history(templates, ts, seed=5, per_template=8):
-    from layout_core.workload.tpch import generate
-
-    return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import")
-            for q in generate(per_template, seed=seed, templates=templates, scale_factor=0.01)]
-
-
 @pytest.fixture
 def base_layout(spark, tpch_sf001, tmp_path):
     """lineitem (SF 0.01) laid out by qdtree for templates 1-11, a history of templates 12-22."""
-    from layout_core.pipeline import steps
-    from layout_core.workload.tpch import generate, write_sql_file
-
-    log = tmp_path / "train.sql"
-    write_sql_file(generate(8, seed=1, templates=range(1, 12), scale_factor=0.01), log)
-    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    url = lineitem_trained_on_1_to_11(spark, tpch_sf001, tmp_path)
     with Catalog(url) as catalog:
-        steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(tmp_path / "wh", "lineitem", "", "night-1"),
-                             str(tpch_sf001 / "lineitem.parquet"), "qdtree", {"block_rows": 1000}, str(log))
-        catalog.record_queries(_history(range(12, 23), dt.datetime.now(dt.timezone.utc)))
+        catalog.record_queries(query_history(range(12, 23), dt.datetime.now(dt.timezone.utc)))
     return url, tmp_path / "wh"
 
 
@@ -206,7 +192,7 @@ def test_a_killed_or_competing_run_leaves_the_base_version_serving(spark, tpch_s
             partial.write_reorg(spark, b, catalog, SCHEMA)
         assert catalog.active_layout("lineitem", "").version.version_id == version_a
         assert [v.state for v in catalog.versions("lineitem") if v.run_id == "run-b"] == ["failed"]
-        shifted = [q.sql for q in _history(range(12, 23), dt.datetime.now(dt.timezone.utc), seed=9, per_template=1)]
+        shifted = [q.sql for q in query_history(range(12, 23), dt.datetime.now(dt.timezone.utc), seed=9, per_template=1)]
         _answers_match(spark, tpch_sf001, catalog, shifted)
 
 
@@ -252,7 +238,7 @@ def test_a_layout_without_a_qd_tree_is_reorganized_whole_or_not_at_all(spark, tp
         steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(warehouse, "lineitem", "", "night-1"),
                              str(tpch_sf001 / "lineitem.parquet"), "sortkey",
                              {"block_rows": 2000, "sort_column": "l_orderkey"})
-        catalog.record_queries(_history(range(12, 23), now))
+        catalog.record_queries(query_history(range(12, 23), now))
         base = catalog.active_layout("lineitem", "")
         # sorted by order key, the blocks hold every ship date: a tree for the new queries pays off
         # when they are expected to run long enough (q large); with q = w never.
@@ -266,4 +252,4 @@ def test_a_layout_without_a_qd_tree_is_reorganized_whole_or_not_at_all(spark, tp
         assert new.version.optimizer == "mto" and new.version.params["reorganized_from"] == base.version.version_id
         assert not {b.block_id for b in new.blocks} & {b.block_id for b in base.blocks}
         _answers_match(spark, tpch_sf001, catalog,
-                       [q.sql for q in _history(range(12, 23), now, seed=9, per_template=1)])
+                       [q.sql for q in query_history(range(12, 23), now, seed=9, per_template=1)])

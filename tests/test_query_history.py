@@ -7,9 +7,8 @@ import logging
 import pytest
 from pyroaring import BitMap64
 
-from layout_core.catalog import BlockRecord, Catalog, QueryRecord, RefRead
+from layout_core.catalog import Catalog, QueryRecord, RefRead
 from layout_core.cli import main
-from layout_core.predicates import value_to_json
 from layout_core.workload.history import (
     QueryRecorder,
     parse_query_log,
@@ -100,22 +99,6 @@ def test_a_record_needs_a_known_source_and_an_aware_time():
 
 
 # ----------------------------------------------------------------- recorder
-
-
-@pytest.fixture
-def orders_catalog(tmp_path, monkeypatch):
-    """orders in two blocks: totalprice 1..100 (10 rows) and 101..200 (30 rows)."""
-    url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    monkeypatch.setenv("LAYOUT_CATALOG_URL", url)
-    with Catalog(url) as catalog:
-        catalog.register_table("orders", str(tmp_path / "orders"))
-        version, (b1, b2) = catalog.begin_version("orders", "", "handmade", {}, "r", 2)
-        stats = lambda lo, hi: {"o_totalprice": {"min": value_to_json(lo), "max": value_to_json(hi),  # noqa: E731
-                                                 "null_count": 0}}
-        catalog.set_blocks(version, [BlockRecord(b1, 10, 100, "p1", stats(1, 100), 0, 0),
-                                     BlockRecord(b2, 30, 300, "p2", stats(101, 200), 0, 0)])
-        catalog.activate(version)
-    return url, version, b1, b2
 
 
 def test_route_and_rewrite_record_what_they_read(orders_catalog, capsys):

@@ -9,30 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.optimize.fineblock import VectorCounts
 from layout_core.optimize.qdtree import Node, Workload, greedy_tree, leaves
 from layout_core.reorg.subtree_rewards import SubtreeBenefits, min_leaf_rows, old_subtrees
+from tests.test_qdtree import vcounts, workload
 
 L, S = Node.leaf, Node.split
-
-
-def vcounts(vectors, counts) -> VectorCounts:
-    vectors = np.asarray(vectors, dtype=bool)
-    if vectors.ndim != 2:  # a 2-D array keeps its width, also with no rows
-        vectors = vectors.reshape(len(counts), -1)
-    return VectorCounts(vectors, np.asarray(counts, dtype=np.int64), np.ones(vectors.shape[1]))
-
-
-def workload(m, implies=(), disjoint=(), n_queries=None, weights=None) -> Workload:
-    """implies / disjoint: lists of (query, cut) pairs."""
-    q = n_queries if n_queries is not None else 1 + max([p[0] for p in (*implies, *disjoint)], default=-1)
-    imp = np.zeros((q, m), bool)
-    dis = np.zeros((q, m), bool)
-    for i, j in implies:
-        imp[i, j] = True
-    for i, j in disjoint:
-        dis[i, j] = True
-    return Workload(imp, dis, weights)
 
 
 # Cut 0 is the old version's cut ("region = EU"), cut 1 a cut of the new window ("year < 2000").

@@ -13,6 +13,7 @@ from layout_core.reorg.monitor import asset_extra, report_path
 from layout_core.reorg.shift import ShiftSettings, old_tree, partition_rewards, window_queries
 from layout_core.schema import load_schema
 from layout_core.workload.history import template_fingerprint
+from tests.tpch_layouts import lineitem_trained_on_1_to_11, query_history
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 11, 25, 12, tzinfo=UTC)
@@ -121,25 +122,8 @@ def test_the_asset_extra_is_small_and_names_the_subtrees(tmp_path):
 @pytest.fixture(scope="module")
 def shifted_catalog(spark, tpch_sf001, tmp_path_factory):
     """lineitem (SF 0.01) laid out by qdtree for TPC-H templates 1-11 by the nightly steps."""
-    from layout_core.catalog import Catalog
-    from layout_core.pipeline import steps
-    from layout_core.workload.tpch import generate, write_sql_file
-
     home = tmp_path_factory.mktemp("shift")
-    log = home / "train.sql"
-    write_sql_file(generate(8, seed=1, templates=range(1, 12), scale_factor=0.01), log)
-    url = f"sqlite:///{home / 'catalog.db'}"
-    with Catalog(url) as catalog:
-        steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", "lineitem", "", "night-1"),
-                             str(tpch_sf001 / "lineitem.parquet"), "qdtree", {"block_rows": 1000}, str(log))
-    return url, home
-
-
-def _history(templates, ts):
-    from layout_core.workload.tpch import generate
-
-    return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import")
-            for q in generate(8, seed=5, templates=templates, scale_factor=0.01)]
+    return lineitem_trained_on_1_to_11(spark, tpch_sf001, home), home
 
 
 @pytest.mark.slow
@@ -150,11 +134,11 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
     url, _ = shifted_catalog
     with Catalog(url) as catalog:
         same = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(), NOW,
-                             _history(range(1, 12), NOW))
+                             query_history(range(1, 12), NOW))
         shifted = {prune: measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000, prune=prune), NOW,
-                                        _history(range(12, 23), NOW)) for prune in (True, False)}
+                                        query_history(range(12, 23), NOW)) for prune in (True, False)}
         tiny = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000), NOW,
-                             _history([6], NOW)[:3])
+                             query_history([6], NOW)[:3])
     assert same.reward == 0 and not same.reorganize and same.references > 50
     (part,) = same.partitions
     assert part.chosen == () and part.blocks == 50 and 0 < part.reads < 50
@@ -181,7 +165,7 @@ def test_the_monitor_dag_emits_an_asset_event_for_a_shifted_table(shifted_catalo
     url, home = shifted_catalog
     now = dt.datetime.now(UTC)
     with Catalog(url) as catalog:
-        catalog.record_queries(_history(range(12, 23), now - dt.timedelta(minutes=5)))
+        catalog.record_queries(query_history(range(12, 23), now - dt.timedelta(minutes=5)))
     env = airflow_env(tmp_path / "airflow", url, home / "wh")
     run_dag_test(env, "layout_workload_monitor", {"tables": "lineitem", "q": 5000})
     with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as db:

@@ -47,3 +47,24 @@ def lineitem_1995_conf(tpch: Path, folder: Path, optimizer: str = "qdtree", inst
         "date_column": "l_shipdate", "start": "1995-01-01", "end": "1996-01-01",
         "optimizer": optimizer, "block_rows": 1000, "query_log": str(log), "settings": {},
     }
+
+
+def lineitem_trained_on_1_to_11(spark, tpch: Path, home: Path) -> str:
+    """lineitem (`tpch`'s scale) laid out by qdtree in 1,000-row blocks for 8 instances of each
+    of templates 1-11, by the nightly steps, warehouse `home`/wh; returns the catalog URL."""
+    log = home / "train.sql"
+    write_sql_file(generate(8, seed=1, templates=range(1, 12), scale_factor=0.01), log)
+    url = f"sqlite:///{home / 'catalog.db'}"
+    with Catalog(url) as catalog:
+        steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", "lineitem", "", "night-1"),
+                             str(tpch / "lineitem.parquet"), "qdtree", {"block_rows": 1000}, str(log))
+    return url
+
+
+def query_history(templates, ts, seed: int = 5, per_template: int = 8) -> list:
+    """Query history entries (source "import") of TPC-H instances, all at time `ts`."""
+    from layout_core.catalog import QueryRecord
+    from layout_core.workload.history import template_fingerprint
+
+    return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import")
+            for q in generate(per_template, seed=seed, templates=templates, scale_factor=0.01)]

@@ -72,7 +72,7 @@ def staging_name(run_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)
 
 
-def _read(paths: RunPaths, cls, step: str):
+def read_step_artifact(paths: RunPaths, cls, step: str):
     try:
         return read_artifact(paths.staging, cls, step)
     except ArtifactError as e:
@@ -255,7 +255,7 @@ def _features(paths: RunPaths, table: TableSchema, step: str) -> Features:
     """features.json, refused when the table's schema changed since featurize ran."""
     from ..optimizers.base import schema_fingerprint
 
-    features = _read(paths, Features, step)
+    features = read_step_artifact(paths, Features, step)
     if features.table != table.name or features.schema_fingerprint != schema_fingerprint(table):
         raise StepError(f"featurize ran for another schema of {table.name}: run it again")
     return features
@@ -302,7 +302,7 @@ def optimize(paths: RunPaths, table: TableSchema) -> dict:
 
     t0 = time.monotonic()
     features = _features(paths, table, "optimize")
-    sample, cuts, workload = plan_inputs(features, _read(paths, Vectors, "optimize"))
+    sample, cuts, workload = plan_inputs(features, read_step_artifact(paths, Vectors, "optimize"))
     try:
         plan = plan_layout(features.optimizer, table, sample, cuts, workload, features.settings)
     except PlanError as e:
@@ -402,13 +402,13 @@ def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict
     """Rows and checksum of the written blocks equal those of the input; else fail the version."""
     t0 = time.monotonic()
     paths.file(Verification.FILE).unlink(missing_ok=True)  # only this attempt's verdict counts
-    written = _read(paths, WrittenBlocks, "verify")
+    written = read_step_artifact(paths, WrittenBlocks, "verify")
     missing = [b["path"] for b in written.blocks.values() if not Path(b["path"]).is_dir()]
     if missing:
         reason = f"verify failed: {len(missing)} written block folders are missing, e.g. {missing[0]}"
         catalog.fail(written.version, reason)
         raise StepError(reason)
-    ingested = _read(paths, IngestSummary, "verify")
+    ingested = read_step_artifact(paths, IngestSummary, "verify")
     expected = (ingested.rows, int(ingested.checksum))
     frame = _written_frame(spark, table, written)
     actual = rows_fingerprint(frame, table.column_names) if frame is not None else (0, 0)
@@ -467,8 +467,8 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     from ..spark.induced import with_layout_cut_flags
 
     t0 = time.monotonic()
-    verified = _read(paths, Verification, "update_catalog")
-    written = _read(paths, WrittenBlocks, "update_catalog")
+    verified = read_step_artifact(paths, Verification, "update_catalog")
+    written = read_step_artifact(paths, WrittenBlocks, "update_catalog")
     version = written.version
     if verified.version != version:
         raise StepError("verified.json belongs to another version: run verify again")

@@ -42,8 +42,8 @@ import numpy as np
 from ..catalog import BlockRecord, Catalog, CatalogError, CutRecord
 from ..optimize.qdtree import Node, leaf_blocks, leaves, tree_from_json, tree_to_json
 from ..optimizers import CandidateCut
-from ..pipeline.artifacts import ArtifactError, CutEntry, read_artifact, write_artifact, write_json
-from ..pipeline.steps import RunPaths, StepError, node_records, record_metrics, rows_fingerprint
+from ..pipeline.artifacts import CutEntry, write_artifact, write_json
+from ..pipeline.steps import RunPaths, StepError, node_records, read_step_artifact, record_metrics, rows_fingerprint
 from ..predicates import dumps, loads
 from ..schema import Schema, TableSchema
 from .shift import PartitionModel, ShiftSettings, measure_shift
@@ -108,13 +108,6 @@ class VerifiedReorg:
     version: int
     rows: int
     checksum: str
-
-
-def _read(paths: RunPaths, cls, step: str):
-    try:
-        return read_artifact(paths.staging, cls, step)
-    except ArtifactError as e:
-        raise StepError(str(e)) from None
 
 
 def _planned_marker(warehouse: Path, table: str, run_id: str) -> Path:
@@ -252,7 +245,7 @@ def write_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dic
     from ..spark.featurize import with_vectors
 
     t0 = time.monotonic()
-    plan = _read(paths, ReorgPlan, "write_reorg")
+    plan = read_step_artifact(paths, ReorgPlan, "write_reorg")
     table = schema.table(plan.table)
     params = {**plan.settings, "reorganized_from": plan.base_version,
               "reorganized_nodes": [s.node_id for s in plan.subtrees]}
@@ -318,8 +311,8 @@ def verify_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> di
     """The written blocks hold exactly the rows of the blocks they replace; else the version fails."""
     t0 = time.monotonic()
     paths.file(VerifiedReorg.FILE).unlink(missing_ok=True)
-    plan = _read(paths, ReorgPlan, "verify_reorg")
-    written = _read(paths, WrittenReorg, "verify_reorg")
+    plan = read_step_artifact(paths, ReorgPlan, "verify_reorg")
+    written = read_step_artifact(paths, WrittenReorg, "verify_reorg")
     table = schema.table(plan.table)
     missing = [b["path"] for b in written.blocks.values() if not Path(b["path"]).is_dir()]
     frame = None if missing else _written_frame(spark, table, written)
@@ -387,9 +380,9 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
     from .shift import old_tree
 
     t0 = time.monotonic()
-    plan = _read(paths, ReorgPlan, "activate_reorg")
-    written = _read(paths, WrittenReorg, "activate_reorg")
-    verified = _read(paths, VerifiedReorg, "activate_reorg")
+    plan = read_step_artifact(paths, ReorgPlan, "activate_reorg")
+    written = read_step_artifact(paths, WrittenReorg, "activate_reorg")
+    verified = read_step_artifact(paths, VerifiedReorg, "activate_reorg")
     if verified.version != written.version:
         raise StepError("reorg_verified.json belongs to another version: run verify_reorg again")
     version = written.version
