@@ -4,9 +4,9 @@
     layout workload tpch --per-template 8 --seed 1 [--templates 3,5,6] [--skew 3] --out FILE.sql
     layout workload analyze FILE.sql [--schema tpch] [--json]
     layout workload import FILE (.sql statements or JSON lines {"ts", "sql"})
-    layout workload history [--days 1] [--table T] [--limit 20] [--json]
+    layout workload history [--since 1d] [--table T] [--limit 20] [--json]
     layout workload shift [--table T] [--q 200] [--w 100] [--window-hours 24] [--json]
-    layout stats [--days 7] [--table T] [--json]
+    layout stats [--since 7d] [--table T] [--json]
     layout reorganize --table T [--q 200] [--w 100] [--window-hours 24] [--run-id R]
     layout route "<sql>" [--json] [--no-dips]
     layout explain "<sql>" [--json] [--no-dips]
@@ -103,12 +103,16 @@ def cmd_workload_import(args) -> int:
     return 0
 
 
-def _since(days: float):
+def _since(text: str):
+    """The start of a look-back window given as a duration (30m, 24h, 7d)."""
     import datetime as dt
 
-    if days <= 0:
-        raise UserError(f"--days must be > 0, not {days}")
-    return dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
+    from .gc import parse_duration
+
+    window = parse_duration(text)
+    if window <= dt.timedelta(0):
+        raise UserError(f"--since must be longer than 0, not {text!r}")
+    return dt.datetime.now(dt.timezone.utc) - window
 
 
 def cmd_workload_history(args) -> int:
@@ -116,7 +120,7 @@ def cmd_workload_history(args) -> int:
 
     settings = load_settings(catalog_url=args.catalog)
     with Catalog(settings.catalog_url) as catalog:
-        queries = catalog.query_history(since=_since(args.days), table=args.table, limit=args.limit)
+        queries = catalog.query_history(since=_since(args.since), table=args.table, limit=args.limit)
     if args.json:
         print(json.dumps([{"query_id": q.query_id, "ts": q.ts.isoformat(), "source": q.source,
                            "fingerprint": q.fingerprint, "analyzed": q.analyzed, "sql": q.sql,
@@ -138,14 +142,14 @@ def cmd_stats(args) -> int:
 
     settings = load_settings(catalog_url=args.catalog)
     with Catalog(settings.catalog_url) as catalog:
-        tables = summarize_history(catalog.query_history(since=_since(args.days), table=args.table))
+        tables = summarize_history(catalog.query_history(since=_since(args.since), table=args.table))
     if args.table:
         tables = [t for t in tables if t.table == args.table]
     if args.json:
         print(json.dumps([t.to_json() for t in tables], indent=1))
         return 0
     if not tables:
-        print(f"no routed queries in the last {args.days:g} days")
+        print(f"no routed queries in the last {args.since}")
         return 0
     for t in tables:
         print(f"{t.table}: {t.queries} queries, {t.scans} scans, read {t.blocks_read} of "
@@ -535,7 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     wh = workload.add_parser("history", help="the most recent queries of the catalog's query history")
     wh.add_argument("--catalog", help="catalog URL")
-    wh.add_argument("--days", type=float, default=1.0, help="look back this many days (default 1)")
+    wh.add_argument("--since", default="1d", help="look back this long: 30m, 24h, 7d (default 1d)")
     wh.add_argument("--table", help="only queries that read this table")
     wh.add_argument("--limit", type=int, default=20, help="at most this many, newest (default 20)")
     wh.add_argument("--json", action="store_true")
@@ -579,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("stats", help="how many blocks the recorded queries skipped, per table and template")
     st.add_argument("--catalog", help="catalog URL")
-    st.add_argument("--days", type=float, default=7.0, help="look back this many days (default 7)")
+    st.add_argument("--since", default="7d", help="look back this long: 30m, 24h, 7d (default 7d)")
     st.add_argument("--table", help="one table only")
     st.add_argument("--top", type=int, default=5, help="templates per table in the text report")
     st.add_argument("--json", action="store_true")

@@ -131,6 +131,10 @@ def test_route_and_rewrite_record_what_they_read(orders_catalog, capsys):
         [(t["queries"], t["blocks_read"]) for t in orders["templates"]] == [(1, 2), (2, 2)]
     assert main(["stats"]) == 0
     assert "orders: 3 queries, 3 scans, read 4 of 6 blocks (33.3% skipped)" in capsys.readouterr().out
+    assert main(["stats", "--since", "1h", "--table", "orders", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["blocks_read"] == 4
+    assert main(["stats", "--since", "yesterday"]) == 1  # a bad duration is one clear line
+    capsys.readouterr()
     assert main(["workload", "history", "--limit", "2"]) == 0
     out = capsys.readouterr().out
     assert "orders 2/2" in out and "selec nonsense" in out.lower() and "2 queries" in out
