@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -125,6 +126,25 @@ def _chart(path: Path, templates: list[int], layouts: dict[str, dict]) -> None:
     plt.close(fig)
 
 
+def _nightly_catalog(home: Path) -> tuple[str, Path]:
+    """Where the nightly DAG's layouts go: the default catalog and warehouse when nothing
+    is configured, so that `layout route`, `explain` and `stats` read them with no setting;
+    else (a catalog of one's own is set) a catalog of the demo's own under `home`."""
+    from .config import load_settings
+
+    configured = any(os.environ.get(v) for v in ("LAYOUT_CATALOG_URL", "LAYOUT_WAREHOUSE", "LAYOUT_CONFIG"))
+    if configured or Path("layout.yaml").is_file():
+        return f"sqlite:///{home / 'catalog.db'}", home / "warehouse"
+    settings = load_settings()
+    return settings.catalog_url, Path(settings.warehouse)
+
+
+def _default_catalog() -> str:
+    from .config import load_settings
+
+    return load_settings().catalog_url
+
+
 def run_demo(home: Path, sf: float = 0.05) -> int:
     home = home.resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -138,8 +158,8 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
     write_sql_file(test_queries, test)
 
     print("[2/4] nightly DAG (airflow dags test layout_nightly), fineblock, partitions 1995 and 1996")
-    catalog_url = f"sqlite:///{home / 'catalog.db'}"
-    env = airflow_env(home / "airflow", catalog_url, home / "warehouse")
+    catalog_url, warehouse = _nightly_catalog(home)
+    env = airflow_env(home / "airflow", catalog_url, warehouse)
     for partition, start, end in PARTITIONS:
         t0 = time.monotonic()
         run_dag_test(env, "layout_nightly", _conf(tpch, train, partition, start, end, "fineblock"),
@@ -196,4 +216,7 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
           f"vs {report['spark_files_read']['as_written']} as written")
     print(f"  chart: {home / 'report.png'}   numbers: {home / 'report.json'}   "
           f"total {report['seconds']:.0f} s")
+    print(f"  the fineblock layouts and the test queries' history are in {catalog_url}: try\n"
+          f"    layout route \"SELECT count(*) FROM lineitem WHERE l_shipdate < date '1995-03-01'\"\n"
+          f"    layout stats" + ("" if catalog_url == _default_catalog() else f"   (with --catalog {catalog_url})"))
     return 0 if all(same[name] == len(checked) for name, checked in checks.items()) else 1
