@@ -263,6 +263,10 @@ def write_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dic
         catalog.fail(version, str(e))
         raise
     moved = _moved_blocks(layout, plan)
+    if not moved:
+        reason = "the chosen subtrees hold no rows: nothing to rewrite"
+        catalog.fail(version, reason)
+        raise StepError(reason)
     info = catalog.table(table.name)
     by_id = {b.block_id: b for b in layout.blocks}
     rows = (spark.read.option("basePath", info.location).parquet(*[by_id[b].path for b in sorted(moved)])
