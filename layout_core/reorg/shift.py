@@ -198,14 +198,15 @@ class PartitionShift:
                             "reward": round(c.reward, 3)} for c in self.chosen]}
 
 
-def partition_rewards(tree: OldTree, block_rows_read: dict[int, int], references: int, keys: Sequence[str],
+def partition_rewards(tree: OldTree, reads_per_block: dict[int, int], references: int, keys: Sequence[str],
                       counts: Sequence[int], rows: int, workload, block_rows: int,
                       block_sizes: dict[int, int], settings: ShiftSettings) -> tuple:
-    """(Reorganization, SubtreeBenefits, C, A) for one partition.
+    """(the optimal set as a `Reorganization`, the `SubtreeBenefits`, the `SubtreeShape`
+    with C and A) for one partition.
 
     keys: "<block id>|<bit string>" of the sampled records (bits of the
     window's cuts), counts: their sampled rows, rows: the partition's rows;
-    block_rows_read: per block id, how many references of the window read it;
+    reads_per_block: per block id, how many references of the window read it;
     block_sizes: per block id, its rows (blocks of 0 rows cost nothing)."""
     from ..optimize.fineblock import VectorCounts, unpack_bit_strings
 
@@ -225,7 +226,7 @@ def partition_rewards(tree: OldTree, block_rows_read: dict[int, int], references
     for block, leaf in tree.leaf_of_block.items():
         if block_sizes.get(block, 0) > 0:
             leaf_blocks[leaf] += 1
-            leaf_reads[leaf] += block_rows_read.get(block, 0)
+            leaf_reads[leaf] += reads_per_block.get(block, 0)
     leaf_reads /= max(1, references)
     old = benefits.old
     blocks, reads = [0] * len(old), [0.0] * len(old)
