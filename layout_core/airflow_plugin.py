@@ -7,7 +7,9 @@ every DAG run (`external_views`). The pages:
     /layouts/           tables: per table and partition the active layout, and
                         every version with its lineage (run, parent, state)
     /layouts/run        one DAG run (?dag_id=&run_id=): each step's numbers from
-                        its staging folder's metrics.json
+                        its staging folder's metrics.json, the nightly's steps or a
+                        partial reorganization's (layout_reoptimize); for a
+                        layout_workload_monitor run its shift report instead
     /layouts/skipping   what the routed queries of the last ?days= (default 7) skipped,
                         from the catalog's query history: per table and template
                         blocks and rows read of those there, the daily share of
@@ -39,6 +41,7 @@ import io
 import json
 import logging
 import math
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +57,15 @@ log = logging.getLogger("layout.airflow_plugin")
 
 URL_PREFIX = "/layouts"
 STEPS = ("ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog")
+REORG_STEPS = ("plan_reorg", "write_reorg", "verify_reorg", "activate_reorg")  # reorg.partial, layout_reoptimize
+REOPTIMIZE_DAG = "layout_reoptimize"
+MONITOR_DAG = "layout_workload_monitor"
 RUNS_FOLDER = "_runs"  # gc.RUNS_FOLDER (not imported: keeps this module light for every Airflow process)
+REORG_PLANNED = "reorg_planned.json"  # reorg.partial.PLANNED, in a reorganization run's table-wide folder
+# reorg.monitor.report_path and REPORT_VERSION (not imported: reorg.monitor pulls in the shift model)
+MONITOR_FOLDER = "_monitor"
+MONITOR_REPORT = "shift.json"
+MONITOR_REPORT_VERSION = 1
 PLOT_VERSIONS = 40  # versions per table in its plot (the newest)
 LIST_VERSIONS = 200  # versions per table listed on the tables page (the newest)
 DEFAULT_DAYS = 7  # the skipping page's window
@@ -98,6 +109,15 @@ class RunSection:
     version: Any = None  # the catalog version this run built, if it got that far
     expected_block_rows: tuple[float, ...] | None = None  # the plan's, by block id - first id
     block_rows: dict[int, int] | None = None  # block id -> rows, while the version is active
+    steps: tuple[str, ...] = STEPS  # the steps of its run (run_steps): the nightly's or a reorganization's
+
+
+@dataclass(frozen=True)
+class ReorgPlanned:
+    """The table-wide record of a reorganization run's plan_reorg (reorg_planned.json)."""
+
+    table: str
+    numbers: dict
 
 
 @dataclass(frozen=True)
@@ -106,6 +126,22 @@ class RunReport:
     run_id: str
     staged_run_id: str  # the run id the steps use: "<dag_id>__<run_id>" (dags/layout_nightly.py RUN_ID)
     sections: tuple[RunSection, ...] = field(default=())
+    planned: tuple[ReorgPlanned, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class MonitorRun:
+    """A layout_workload_monitor run's shift report (reorg.monitor.write_report), checked:
+    `tables` are its per-table reports (shift.ShiftReport.to_json) when it could be read,
+    `problem` says why it could not (None with no tables and not `written`: not written yet)."""
+
+    dag_id: str
+    run_id: str
+    staged_run_id: str
+    written: bool = False
+    problem: str | None = None
+    settings: dict = field(default_factory=dict)  # q, w, window_hours of the run
+    tables: tuple[dict, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -277,23 +313,39 @@ def _staging_name(run_id: str) -> str:
     return staging_name(run_id)
 
 
-def run_folders(warehouse: Path, staged: str) -> list[tuple[str, str, Path]]:
-    """(table, partition, folder) of every staging folder of a run id, sorted.
-
-    The folder name is `steps.staging_name` of the run id (only letters, digits,
-    '_', '.', '-'), so the glob never leaves `<warehouse>/_runs/*/*/`."""
+def _staged_files(warehouse: Path, staged: str, partitions: str, file_name: str) -> list[tuple[str, str, Path]]:
+    """(table, partition, folder) of the run's staging folders (of the partition folders matching
+    the glob `partitions`) that hold `file_name`, sorted."""
     name = _staging_name(staged)
     if name in ("", ".", ".."):
         return []
     root = (Path(warehouse) / RUNS_FOLDER).resolve()
     found = []
-    for metrics in glob.glob(f"{glob.escape(str(root))}/*/*/{glob.escape(name)}/metrics.json"):
-        folder = Path(metrics).parent
+    for path in glob.glob(f"{glob.escape(str(root))}/*/{partitions}/{glob.escape(name)}/{file_name}"):
+        folder = Path(path).parent
         if folder.resolve().parent.parent.parent != root:  # a symlink out of the warehouse
             continue
         partition = folder.parent.name
         found.append((folder.parent.parent.name, "" if partition == "_all" else partition, folder))
     return sorted(found)
+
+
+def run_folders(warehouse: Path, staged: str) -> list[tuple[str, str, Path]]:
+    """(table, partition, folder) of every staging folder of a run id, sorted.
+
+    The folder name is `steps.staging_name` of the run id (only letters, digits,
+    '_', '.', '-'), so the glob never leaves `<warehouse>/_runs/*/*/`."""
+    return _staged_files(warehouse, staged, "*", "metrics.json")
+
+
+def run_steps(metrics: dict, dag_id: str = "") -> tuple[str, ...]:
+    """The steps of the run a metrics.json belongs to, from the steps it recorded: the nightly's
+    (STEPS) or a partial reorganization's (REORG_STEPS); none of either yet: by the DAG."""
+    if any(step in metrics for step in STEPS):
+        return STEPS
+    if any(step in metrics for step in REORG_STEPS) or dag_id == REOPTIMIZE_DAG:
+        return REORG_STEPS
+    return STEPS
 
 
 def _read_json(path: Path) -> Any:
@@ -325,8 +377,133 @@ def read_run(catalog, warehouse: Path, dag_id: str, run_id: str) -> RunReport:
                 layout = catalog.active_layout(table, partition)
                 if layout is not None and layout.version.version_id == version.version_id:
                     rows = {b.block_id: b.row_count for b in layout.blocks}
-        sections.append(RunSection(table, partition, metrics, version, expected, rows))
-    return RunReport(dag_id, run_id, staged, tuple(sections))
+        sections.append(RunSection(table, partition, metrics, version, expected, rows, run_steps(metrics, dag_id)))
+    planned = []
+    for table, _, folder in _staged_files(warehouse, staged, "_all", REORG_PLANNED):
+        numbers = _read_json(folder / REORG_PLANNED)
+        planned.append(ReorgPlanned(table, numbers if isinstance(numbers, dict) else {}))
+    return RunReport(dag_id, run_id, staged, tuple(sections), tuple(planned))
+
+
+def monitor_report_path(warehouse: Path, staged: str) -> Path | None:
+    """Where a monitor run keeps its report: reorg.monitor.report_path(warehouse, staged), the
+    same sanitizing (only letters, digits, '.', '_', '-' in the folder name); None for a name
+    that would not be a folder of `<warehouse>/_monitor`."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", staged)
+    if safe in ("", ".", ".."):
+        return None
+    return Path(warehouse) / MONITOR_FOLDER / safe / MONITOR_REPORT
+
+
+_KINDS: dict[str, Callable[[Any], bool]] = {
+    "a number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    "a whole number": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "a text": lambda v: isinstance(v, str),
+    "true or false": lambda v: isinstance(v, bool),
+    "a list": lambda v: isinstance(v, list),
+    "an object": lambda v: isinstance(v, dict),
+}
+
+
+def _field(record: dict, key: str, kind: str, where: str, required: bool = True) -> Any:
+    """record[key], which must be of `kind` (_KINDS); ValueError saying where it is not. An
+    optional field that is missing (or null) is None."""
+    value = record.get(key)
+    if value is None and not required:
+        return None
+    if not _KINDS[kind](value):
+        raise ValueError(f"{where}: {key!r} is {'missing' if value is None else 'not ' + kind}")
+    return value
+
+
+def _objects(record: dict, key: str, where: str) -> list[dict]:
+    items = _field(record, key, "a list", where)
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: {key}[{i}] is not an object")
+    return items
+
+
+def check_monitor_report(data: Any) -> tuple[dict, list[dict]]:
+    """(settings, tables) of a monitor report (reorg.monitor.write_report), every field this page
+    shows checked for its type: ValueError saying which is wrong. The tables are new dicts of
+    the checked fields only."""
+    if not isinstance(data, dict):
+        raise ValueError("the report is not a JSON object")
+    if data.get("version") != MONITOR_REPORT_VERSION:
+        raise ValueError(f"a report of version {_num(data.get('version'))[:20] or '(none)'}, this page reads "
+                         f"version {MONITOR_REPORT_VERSION}")
+    settings = {key: _field(data, key, "a number", "the report", required=False) for key in ("q", "w", "window_hours")}
+    tables = []
+    for t, table in enumerate(_objects(data, "tables", "the report")):
+        where = f"table {t + 1}"
+        name = _field(table, "table", "a text", where)
+        where = f"table {name[:80]!r}"
+        window = _field(table, "window", "a list", where, required=False)
+        if window is not None and (len(window) != 2 or not all(isinstance(w, str) for w in window)):
+            raise ValueError(f"{where}: 'window' is not a start and an end")
+        notes = _field(table, "notes", "a list", where, required=False) or []
+        if not all(isinstance(n, str) for n in notes):
+            raise ValueError(f"{where}: 'notes' are not texts")
+        checked = {"table": name, "window": window, "notes": notes,
+                   "reward": _field(table, "reward", "a number", where),
+                   "reorganize": _field(table, "reorganize", "true or false", where),
+                   "reason": _field(table, "reason", "a text", where),
+                   "references": _field(table, "references", "a whole number", where),
+                   "partitions": []}
+        for key in ("queries", "skipped_unparsable", "skipped_unknown"):
+            checked[key] = _field(table, key, "a whole number", where, required=False)
+        for key in ("q", "w"):
+            checked[key] = _field(table, key, "a number", where, required=False)
+        for p, partition in enumerate(_objects(table, "partitions", where)):
+            at = f"{where}, partition {p + 1}"
+            part = {"partition": _field(partition, "partition", "a text", at), "chosen": [],
+                    "version": _field(partition, "version", "a whole number", at, required=False),
+                    "optimizer": _field(partition, "optimizer", "a text", at, required=False),
+                    "reason": _field(partition, "reason", "a text", at, required=False),
+                    "reward": _field(partition, "reward", "a number", at),
+                    "reads": _field(partition, "reads", "a number", at, required=False)}
+            for key in ("blocks", "blocks_chosen", "subtrees_evaluated", "subtrees_total"):
+                part[key] = _field(partition, key, "a whole number", at)
+            part["bound_violations"] = _field(partition, "bound_violations", "a whole number", at, required=False)
+            for c, chosen in enumerate(_objects(partition, "chosen", at)):
+                there = f"{at}, chosen subtree {c + 1}"
+                leaves = _field(chosen, "leaves", "a list", there, required=False)
+                part["chosen"].append({
+                    "node": _field(chosen, "node", "a whole number", there),
+                    "blocks": _field(chosen, "blocks", "a whole number", there),
+                    "leaves": None if leaves is None else len(leaves),
+                    "reads": _field(chosen, "reads", "a number", there, required=False),
+                    "benefit": _field(chosen, "benefit", "a number", there),
+                    "reward": _field(chosen, "reward", "a number", there)})
+            checked["partitions"].append(part)
+        tables.append(checked)
+    return settings, tables
+
+
+def read_monitor_run(warehouse: Path, dag_id: str, run_id: str) -> MonitorRun:
+    """The shift report of a layout_workload_monitor run, checked (never raises: a report that
+    is missing or cannot be read is said so in the record)."""
+    staged = staged_run_id(dag_id, run_id)
+    path = monitor_report_path(warehouse, staged)
+    if path is None or not path.is_file():
+        return MonitorRun(dag_id, run_id, staged)
+    root = (Path(warehouse) / MONITOR_FOLDER).resolve()
+    if path.resolve().parent.parent != root:  # a symlink out of the warehouse
+        return MonitorRun(dag_id, run_id, staged, True, "the report is not a file of the monitor's folder")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError):
+        return MonitorRun(dag_id, run_id, staged, True, "the report file cannot be read")
+    except ValueError as e:
+        return MonitorRun(dag_id, run_id, staged, True, f"the report is not JSON ({e})")
+    except RecursionError:
+        return MonitorRun(dag_id, run_id, staged, True, "the report is not JSON (nested too deep)")
+    try:
+        settings, tables = check_monitor_report(data)
+    except ValueError as e:
+        return MonitorRun(dag_id, run_id, staged, True, str(e))
+    return MonitorRun(dag_id, run_id, staged, True, None, settings, tuple(tables))
 
 
 # --------------------------------------------------------------------------- HTML
@@ -407,6 +584,19 @@ def _run_link(base: str, run_id: str) -> str:
     return f"<a href=\"{_href(base, '/run', dag_id=dag_id, run_id=airflow_run)}\"><code>{_e(run_id)}</code></a>"
 
 
+def _reorganized(version) -> str:
+    """"reorganized subtrees 3, 7 of version 1" for a partial reorganization's version (its params
+    "reorganized_from" and "reorganized_nodes"), else "" (plain text: escape it)."""
+    params = version.params if isinstance(version.params, dict) else {}
+    base = params.get("reorganized_from")
+    if base is None:
+        return ""
+    nodes = params.get("reorganized_nodes")
+    if isinstance(nodes, list) and nodes:
+        return f"reorganized subtrees {', '.join(str(n) for n in nodes)} of version {base}"
+    return f"reorganized from version {base}"
+
+
 def render_tables(tables: list[TableOverview], base: str = "") -> str:
     """The tables page."""
     if not tables:
@@ -451,15 +641,15 @@ def render_tables(tables: list[TableOverview], base: str = "") -> str:
                     f"<td class=\"n\">{'' if v.parent_version is None else v.parent_version}</td>"
                     f"<td class=\"n\">{_num(v.n_blocks)}</td><td class=\"n\">{_num(_rows_of(v))}</td>"
                     f"<td>{_when(v.created_at)}</td><td>{_when(v.activated_at)}</td><td>{_when(ended)}</td>"
-                    f"<td>{_e(v.reason or '')}</td></tr>")
+                    f"<td>{_e(' — '.join(r for r in (_reorganized(v), v.reason) if r))}</td></tr>")
             parts.append("</table>")
         else:
             parts.append("<p class=\"note\">No versions yet.</p>")
     return _page("Layouts", "".join(parts), base)
 
 
-def _metric_keys(metrics: dict) -> list[str]:
-    return [s for s in STEPS if s in metrics] + sorted(k for k in metrics if k not in STEPS)
+def _metric_keys(metrics: dict, steps: tuple[str, ...] = STEPS) -> list[str]:
+    return [s for s in steps if s in metrics] + sorted(k for k in metrics if k not in steps)
 
 
 def _block_sizes(section: RunSection) -> tuple[list[float], list[int]] | None:
@@ -472,10 +662,10 @@ def _block_sizes(section: RunSection) -> tuple[list[float], list[int]] | None:
     return ([e for e, _ in pairs], [r for _, r in pairs]) if pairs else None
 
 
-def _step_seconds(metrics: dict) -> list[tuple[str, float]]:
+def _step_seconds(metrics: dict, steps: tuple[str, ...] = STEPS) -> list[tuple[str, float]]:
     """(step, seconds) of the steps that recorded a number of seconds, in pipeline order."""
     out = []
-    for step in STEPS:
+    for step in steps:
         seconds = metrics.get(step, {}).get("seconds") if isinstance(metrics.get(step), dict) else None
         if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds):
             out.append((step, float(seconds)))
@@ -495,69 +685,234 @@ def _verification(metrics: dict) -> str:
             "with the same checksum")
 
 
+def _number(value: Any) -> int | float | None:
+    """A finite number of a metrics.json, else None (a bool is no number)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return value if ok else None
+
+
+def _step(metrics: dict, step: str) -> dict:
+    numbers = metrics.get(step)
+    return numbers if isinstance(numbers, dict) else {}
+
+
+def _reorg_summary(metrics: dict) -> str:
+    """A reorganization run in words, from the numbers its steps recorded (escaped HTML):
+    "rewrote 32 of 50 blocks into 25 new ones; 18 shared with version 1; reward 29.1"."""
+    plan, activate = _step(metrics, "plan_reorg"), _step(metrics, "activate_reorg")
+    done = _number(activate.get("blocks_rewritten")) is not None
+    retried = not done and activate.get("already_active") is True  # activated by an earlier attempt
+    rewritten = _number((activate if done else plan).get("blocks_rewritten"))
+    total = _number(plan.get("blocks_total"))
+    new = _number(activate.get("blocks_new") if done else plan.get("new_blocks"))
+    shared = _number(activate.get("blocks_shared")) if done else None
+    base = _number(activate.get("base_version")) if done else None
+    base = _number(plan.get("base_version")) if base is None else base
+    reward = _number(plan.get("reward"))
+    clauses = []
+    if rewritten is not None:
+        blocks = f"{_num(rewritten)} of {_num(total)} blocks" if total is not None else f"{_num(rewritten)} blocks"
+        into = "" if new is None else f" into {_num(new)} new ones"
+        clauses.append(f"rewrote {blocks}{into}" if done or retried else f"plans to rewrite {blocks}{into}")
+    if shared is not None:
+        clauses.append(f"{_num(shared)} shared with "
+                       + ("the base version" if base is None else f"version {base}"))
+    elif base is not None:
+        clauses.append(f"base version {base}")
+    if reward is not None:
+        clauses.append(f"reward {_num(reward)}")
+    parts = []
+    if clauses:
+        parts.append(f"<p>Reorganization: {_e('; '.join(clauses))}.</p>")
+    if retried:
+        parts.append("<p class=\"note\">activate_reorg found the new version already active (a retried task).</p>")
+    elif not done and plan:
+        parts.append("<p class=\"note\">Not activated yet: until activate_reorg switches to the new version, "
+                     "queries are routed to the base version.</p>")
+    chosen, evaluated, considered = (_number(plan.get(k)) for k in ("subtrees", "subtrees_evaluated", "subtrees_total"))
+    if chosen is not None:
+        of = "" if evaluated is None else (f", {_num(evaluated)} evaluated" + (
+            "" if considered is None else f" of {_num(considered)}"))
+        parts.append(f"<p class=\"note\">Subtrees rewritten: {_e(_num(chosen))}{_e(of)}.</p>")
+    return "".join(parts)
+
+
+def _reorg_verification(metrics: dict) -> str:
+    verify, written = _step(metrics, "verify_reorg"), _step(metrics, "write_reorg")
+    if not isinstance(metrics.get("verify_reorg"), dict):
+        return ("<span class=\"error\">not verified</span>: verify_reorg has not run, or it failed (a failed "
+                "verification marks the new version failed; see the task log)")
+    rows, moved = verify.get("rows"), written.get("rows")
+    same = "" if moved is None else (
+        f", the {_e(_num(moved))} rows of the blocks they replace" if moved == rows else
+        f" <span class=\"error\">but write_reorg read {_e(_num(moved))} from the blocks they replace</span>")
+    return (f"<span class=\"state-active\">passed</span>: the new blocks hold {_e(_num(rows))} rows{same}, "
+            "with the same checksum")
+
+
+def _planned(planned: ReorgPlanned) -> str:
+    """What plan_reorg decided for a table (its reorg_planned.json)."""
+    numbers = planned.numbers
+    partitions = numbers.get("partitions")
+    partitions = [p for p in partitions if isinstance(p, str)] if isinstance(partitions, list) else None
+    reward, reason = _number(numbers.get("reward")), numbers.get("reason")
+    head = f"<h2>Reorganization plan of table <code>{_e(planned.table)}</code></h2>"
+    if partitions is None:
+        return head + "<p class=\"note\">plan_reorg's record of this table cannot be read.</p>"
+    which = (", ".join(p or "(unpartitioned)" for p in partitions) if partitions
+             else "none: nothing is rewritten")
+    return (head + f"<p>Partitions with subtrees to rewrite: {_e(which)}"
+            f"{'' if reward is None else f'; reward {_e(_num(reward))}'}.</p>"
+            + (f"<p class=\"note\">{_e(reason)}</p>" if isinstance(reason, str) and reason else ""))
+
+
 def render_run(report: RunReport, base: str = "") -> str:
-    """The page of one DAG run: every step's numbers from its metrics.json."""
+    """The page of one DAG run: every step's numbers from its metrics.json (the nightly's steps or
+    a partial reorganization's)."""
     title = f"Layout run {report.dag_id} / {report.run_id}"
     head = (f"<p class=\"note\">DAG <code>{_e(report.dag_id)}</code>, run <code>{_e(report.run_id)}</code>; "
             f"the steps ran as <code>{_e(report.staged_run_id)}</code>.</p>")
-    if not report.sections:
+    if not report.sections and not report.planned:
         return _page(title, head + "<div class=\"box\"><p><strong>No layout staging folder for this run.</strong> "
                      "Either the run is not a layout run, its first step (ingest) has not written anything yet, "
                      "or garbage collection has removed its staging folder.</p></div>", base)
-    parts = [head]
+    parts = [head] + [_planned(p) for p in report.planned]
     for index, section in enumerate(report.sections):
-        m = section.metrics
+        m, steps = section.metrics, section.steps
+        reorg = steps == REORG_STEPS
         parts.append(f"<h2>Table <code>{_e(section.table)}</code>, partition "
                      f"<code>{_e(section.partition or '(unpartitioned)')}</code></h2>")
         v = section.version
         if v is not None:
+            reorganized = _reorganized(v)
             parts.append(f"<p>Catalog version {v.version_id}: {_state(v.state)}, optimizer {_e(v.optimizer)}"
                          f"{'' if v.parent_version is None else f', replaced version {v.parent_version}'}"
+                         f"{'' if not reorganized else ', ' + _e(reorganized)}"
                          f"{'' if not v.reason else ' — ' + _e(v.reason)}.</p>")
         else:
-            parts.append("<p class=\"note\">No catalog version for this run yet (write_blocks creates it).</p>")
+            parts.append(f"<p class=\"note\">No catalog version for this run yet "
+                         f"({'write_reorg' if reorg else 'write_blocks'} creates it).</p>")
+        if reorg:
+            parts.append(_reorg_summary(m))
         parts.append("<table><tr><th>step</th><th>rows</th><th>seconds</th><th>blocks</th><th>other numbers</th></tr>")
-        for step in _metric_keys(m):
+        for step in _metric_keys(m, steps):
             numbers = m[step] if isinstance(m[step], dict) else {"value": m[step]}
             other = ", ".join(f"{_e(k)}={_e(_num(val))}" for k, val in numbers.items()
                               if k not in ("rows", "seconds", "blocks"))
             parts.append(f"<tr><td>{_e(step)}</td><td class=\"n\">{_e(_num(numbers.get('rows')))}</td>"
                          f"<td class=\"n\">{_e(_num(numbers.get('seconds')))}</td>"
                          f"<td class=\"n\">{_e(_num(numbers.get('blocks')))}</td><td>{other}</td></tr>")
-        missing = [s for s in STEPS if s not in m]
+        missing = [s for s in steps if s not in m]
         parts.append("</table>")
         if missing:
             parts.append(f"<p class=\"note\">Steps without numbers yet: {_e(', '.join(missing))}.</p>")
-        ingest, done = m.get("ingest") or {}, m.get("update_catalog") or {}
-        rows_in = ingest.get("rows") if isinstance(ingest, dict) else None
-        rows_out = done.get("rows") if isinstance(done, dict) else None
-        parts.append("<h3>Rows in and out</h3><p>")
-        parts.append(f"in (ingest): {_e(_num(rows_in)) or 'not recorded'}; out (blocks in the catalog, "
-                     f"update_catalog): {_e(_num(rows_out)) or 'not recorded'}</p>")
-        parts.append(f"<h3>Verification</h3><p>{_verification(m)}</p>")
-        optimize = m.get("optimize") if isinstance(m.get("optimize"), dict) else {}
-        written = m.get("write_blocks") if isinstance(m.get("write_blocks"), dict) else {}
-        parts.append("<h3>Expected and real block sizes</h3><table><tr><th>blocks planned (optimize)</th>"
-                     "<th>blocks written (write_blocks)</th><th>blocks in the catalog</th>"
-                     "<th>largest relative error of a block's rows against the plan</th></tr>"
-                     f"<tr><td class=\"n\">{_e(_num(optimize.get('blocks')))}</td>"
-                     f"<td class=\"n\">{_e(_num(written.get('blocks')))}</td>"
-                     f"<td class=\"n\">{_e(_num(done.get('blocks') if isinstance(done, dict) else None))}</td>"
-                     f"<td class=\"n\">{_e(_num(done.get('block_rows_error_max') if isinstance(done, dict) else None))}"
-                     "</td></tr></table>")
+        if reorg:
+            parts.append(f"<h3>Verification</h3><p>{_reorg_verification(m)}</p>")
+        else:
+            parts.append(_nightly_summary(m))
         sizes = _block_sizes(section)
         if sizes:
             expected, real = sizes
-            parts.append(f"<p class=\"note\">Per block (the version is active): expected rows "
+            parts.append(f"<p class=\"note\">Per {'new ' if reorg else ''}block (the version is active): expected rows "
                          f"{_num(round(min(expected)))}–{_num(round(max(expected)))}, real rows "
                          f"{_num(min(real))}–{_num(max(real))} over {len(real)} blocks.</p>"
                          f"<img class=\"plot\" alt=\"expected and real rows per block\" width=\"900\" height=\"300\" "
                          f"src=\"{_href(base, '/plot/run-blocks.png', dag_id=report.dag_id, run_id=report.run_id, section=index)}\">")
         elif v is not None and v.state != "active":
             parts.append("<p class=\"note\">Per-block sizes are shown while the version is active.</p>")
-        if _step_seconds(m):
+        if _step_seconds(m, steps):
             parts.append(f"<h3>Seconds per step</h3><img class=\"plot\" alt=\"seconds per step\" width=\"900\" "
                          f"height=\"300\" src=\"{_href(base, '/plot/run-seconds.png', dag_id=report.dag_id, run_id=report.run_id, section=index)}\">")
+    return _page(title, "".join(parts), base)
+
+
+def _nightly_summary(m: dict) -> str:
+    """Rows in and out, the verification and the planned and written blocks of a nightly run."""
+    parts = []
+    ingest, done = m.get("ingest") or {}, m.get("update_catalog") or {}
+    rows_in = ingest.get("rows") if isinstance(ingest, dict) else None
+    rows_out = done.get("rows") if isinstance(done, dict) else None
+    parts.append("<h3>Rows in and out</h3><p>")
+    parts.append(f"in (ingest): {_e(_num(rows_in)) or 'not recorded'}; out (blocks in the catalog, "
+                 f"update_catalog): {_e(_num(rows_out)) or 'not recorded'}</p>")
+    parts.append(f"<h3>Verification</h3><p>{_verification(m)}</p>")
+    optimize = m.get("optimize") if isinstance(m.get("optimize"), dict) else {}
+    written = m.get("write_blocks") if isinstance(m.get("write_blocks"), dict) else {}
+    parts.append("<h3>Expected and real block sizes</h3><table><tr><th>blocks planned (optimize)</th>"
+                 "<th>blocks written (write_blocks)</th><th>blocks in the catalog</th>"
+                 "<th>largest relative error of a block's rows against the plan</th></tr>"
+                 f"<tr><td class=\"n\">{_e(_num(optimize.get('blocks')))}</td>"
+                 f"<td class=\"n\">{_e(_num(written.get('blocks')))}</td>"
+                 f"<td class=\"n\">{_e(_num(done.get('blocks') if isinstance(done, dict) else None))}</td>"
+                 f"<td class=\"n\">{_e(_num(done.get('block_rows_error_max') if isinstance(done, dict) else None))}"
+                 "</td></tr></table>")
+    return "".join(parts)
+
+
+def _yes_no(value: bool) -> str:
+    return "<strong>yes</strong>" if value else "no"
+
+
+def render_monitor(run: MonitorRun, base: str = "") -> str:
+    """The page of one layout_workload_monitor run: per table its shift reward and decision, per
+    partition the subtrees chosen (from the run's report)."""
+    title = f"Layout run {run.dag_id} / {run.run_id}"
+    head = (f"<p class=\"note\">DAG <code>{_e(run.dag_id)}</code>, run <code>{_e(run.run_id)}</code>: the workload "
+            "monitor's report (measure_shift), per laid-out table the reward (q/w)·B(T) − C(T) of re-laying out "
+            "qd-tree subtrees T for the recent queries.</p>")
+    if not run.written:
+        return _page(title, head + "<div class=\"box\"><p><strong>The monitor run has not written its report "
+                     "yet.</strong></p><p class=\"note\">measure_shift writes it when it is done; emit_shift_events "
+                     "then reads it.</p></div>", base)
+    if run.problem is not None:
+        return _page(title, head + "<div class=\"box\"><p><strong>The monitor run has not written a report this "
+                     f"page can read.</strong></p><p class=\"note\">{_e(run.problem)}.</p></div>", base)
+    s = run.settings
+    said = [f"{label} {_num(s[key])}" for key, label in (("q", "q ="), ("w", "w ="), ("window_hours", "window (hours):"))
+            if s.get(key) is not None]
+    parts = [head]
+    if said:
+        parts.append(f"<p class=\"note\">{_e(', '.join(said))} (q: queries expected before the next shift; w: the "
+                     "cost of writing a block, in block reads).</p>")
+    if not run.tables:
+        parts.append("<div class=\"box\"><p>The report lists no table: no table had an active layout (or the "
+                     "tables asked for are not in the schema).</p></div>")
+    for t in run.tables:
+        parts.append(f"<h2>Table <code>{_e(t['table'])}</code></h2>")
+        window = ([f"The window: {t['window'][0]} to {t['window'][1]}"] if t["window"] else []) + (
+            [] if t["queries"] is None else [f"{_num(t['queries'])} queries in it" if t["window"]
+                                             else f"{_num(t['queries'])} queries in the window"])
+        parts.append("<table><tr><th>references in the window</th><th>reward</th><th>reorganize</th></tr>"
+                     f"<tr><td class=\"n\">{_e(_num(t['references']))}</td><td class=\"n\">{_e(_num(t['reward']))}"
+                     f"</td><td>{_yes_no(t['reorganize'])}</td></tr></table>"
+                     + (f"<p class=\"note\">{_e('; '.join(window))}.</p>" if window else "")
+                     + f"<p>{_e(t['reason'])}</p>")
+        if t["notes"]:
+            parts.append("<ul>" + "".join(f"<li class=\"note\">{_e(n)}</li>" for n in t["notes"]) + "</ul>")
+        if not t["partitions"]:
+            continue
+        parts.append("<table><tr><th>partition</th><th>version</th><th>blocks</th><th>reward</th>"
+                     "<th>blocks chosen</th><th>subtrees evaluated</th><th>reason</th></tr>")
+        for p in t["partitions"]:
+            parts.append(f"<tr><td>{_e(p['partition'] or '(unpartitioned)')}</td>"
+                         f"<td class=\"n\">{_e(p['version'])}</td><td class=\"n\">{_e(_num(p['blocks']))}</td>"
+                         f"<td class=\"n\">{_e(_num(p['reward']))}</td><td class=\"n\">{_e(_num(p['blocks_chosen']))}</td>"
+                         f"<td class=\"n\">{_e(_num(p['subtrees_evaluated']))} of {_e(_num(p['subtrees_total']))}</td>"
+                         f"<td>{_e(p['reason'])}</td></tr>")
+        parts.append("</table>")
+        for p in t["partitions"]:
+            if not p["chosen"]:
+                continue
+            version = "" if p["version"] is None else f" (version {p['version']})"
+            parts.append(f"<h3>Subtrees chosen in partition <code>{_e(p['partition'] or '(unpartitioned)')}</code>"
+                         f"{_e(version)}: {len(p['chosen'])}, {_e(_num(p['subtrees_evaluated']))} evaluated of "
+                         f"{_e(_num(p['subtrees_total']))}</h3><table><tr><th>node</th><th>blocks</th><th>leaves</th>"
+                         "<th>benefit</th><th>reward</th></tr>")
+            for c in p["chosen"]:
+                parts.append(f"<tr><td class=\"n\">{_e(c['node'])}</td><td class=\"n\">{_e(_num(c['blocks']))}</td>"
+                             f"<td class=\"n\">{_e(_num(c['leaves']))}</td><td class=\"n\">{_e(_num(c['benefit']))}</td>"
+                             f"<td class=\"n\">{_e(_num(c['reward']))}</td></tr>")
+            parts.append("</table>")
     return _page(title, "".join(parts), base)
 
 
@@ -776,7 +1131,7 @@ def plot_skipping(report: SkippingReport, table: str | None = None) -> bytes | N
 
 
 def plot_run_seconds(section: RunSection) -> bytes:
-    timed = _step_seconds(section.metrics)
+    timed = _step_seconds(section.metrics, section.steps)
     steps, seconds = [s for s, _ in timed], [t for _, t in timed]
     fig = _figure()
     ax = fig.subplots()
@@ -914,8 +1269,10 @@ def create_app(catalog_url: str | None = None, warehouse: str | Path | None = No
 
     @app.get("/run", response_class=HTMLResponse)
     def run_page(request: Request, dag_id: str, run_id: str, user: Any = Depends(require_run_reader)):
+        if dag_id == MONITOR_DAG:  # no staging folders, no catalog: its report
+            return html_response(render_monitor(read_monitor_run(where()[1], dag_id, run_id), base(request)))
         report = _run(request, dag_id, run_id)
-        return html_response(render_run(report, base(request)), 200 if report.sections else 404)
+        return html_response(render_run(report, base(request)), 200 if report.sections or report.planned else 404)
 
     def _section(request: Request, dag_id: str, run_id: str, section: int) -> RunSection:
         report = _run(request, dag_id, run_id)
@@ -927,7 +1284,7 @@ def create_app(catalog_url: str | None = None, warehouse: str | Path | None = No
     def run_seconds_plot(request: Request, dag_id: str, run_id: str, section: int = 0,
                          user: Any = Depends(require_run_reader)):
         found = _section(request, dag_id, run_id, section)
-        if not _step_seconds(found.metrics):
+        if not _step_seconds(found.metrics, found.steps):
             raise HTTPException(status_code=404, detail="No step of this run recorded its seconds yet")
         return png_response(plot_run_seconds(found))
 

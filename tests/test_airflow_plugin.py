@@ -445,3 +445,231 @@ def test_the_plugin_registers_the_app_a_nav_entry_and_a_dag_run_view():
     routes = {route.path for route in airflow_plugin.app.routes}
     assert {"/", "/run", "/skipping", "/plot/table.png", "/plot/run-seconds.png", "/plot/run-blocks.png",
             "/plot/skipping.png"} <= routes
+
+
+# --------------------------------------------------------------------------- partial reorganization, monitor
+
+REORG_STAGED = f"layout_reoptimize__{AIRFLOW_RUN}"
+MONITOR_STAGED = f"layout_workload_monitor__{AIRFLOW_RUN}"
+
+
+def _reorganize(url: str, nodes=(1, 4)) -> int:
+    """A partial reorganization of lineitem 1995 by hand: version 2's first block (340 rows) kept,
+    its other two (660 rows) rewritten into two new blocks; activated in place of version 2."""
+    with Catalog(url, clock=Clock()) as catalog:
+        base = catalog.active_layout("lineitem", "1995")
+        kept, *moved = sorted(base.blocks, key=lambda b: b.block_id)
+        version, ids = catalog.begin_version("lineitem", "1995", "qdtree",
+                                             {"reorganized_from": base.version.version_id,
+                                              "reorganized_nodes": list(nodes)}, REORG_STAGED, 2)
+        catalog.set_plan(version, {"reorganized_from": base.version.version_id, "expected_block_rows": [400.0, 250.0]})
+        catalog.set_blocks(version, [kept] + _blocks(ids, [410, 250]), shared_from=base.version.version_id)
+        catalog.activate(version, input_fingerprint="1000:42", replaces=base.version.version_id)
+    return version
+
+
+REORG_METRICS = {
+    "plan_reorg": {"base_version": 2, "subtrees": 2, "blocks_rewritten": 2, "blocks_total": 3, "new_blocks": 2,
+                   "reward": 29.1, "subtrees_evaluated": 5, "subtrees_total": 7, "seconds": 6.5},
+    "write_reorg": {"version": 5, "blocks_read": 2, "blocks_written": 2, "rows": 660, "seconds": 3.0},
+    "verify_reorg": {"rows": 660, "seconds": 1.25},
+    "activate_reorg": {"version": 5, "base_version": 2, "blocks": 3, "blocks_shared": 1, "blocks_rewritten": 2,
+                       "blocks_new": 2, "cuts": 6, "seconds": 0.5},
+}
+
+
+def _reorg_url(run_id: str = AIRFLOW_RUN, path: str = "/run", **extra) -> str:
+    from urllib.parse import urlencode
+
+    return f"{path}?{urlencode({'dag_id': 'layout_reoptimize', 'run_id': run_id, **extra})}"
+
+
+def test_a_reorganization_run_page_lists_its_four_steps_in_order_with_their_numbers(catalog_url, warehouse):
+    version = _reorganize(catalog_url)
+    assert version == REORG_METRICS["activate_reorg"]["version"]
+    paths = RunPaths(warehouse, "lineitem", "1995", REORG_STAGED)
+    paths.staging.mkdir(parents=True)
+    # written out of order: the page shows them in the order of the steps
+    paths.file("metrics.json").write_text(json.dumps(dict(reversed(REORG_METRICS.items()))))
+    planned = RunPaths(warehouse, "lineitem", "", REORG_STAGED)
+    planned.staging.mkdir(parents=True)
+    planned.file("reorg_planned.json").write_text(json.dumps(
+        {"table": "lineitem", "partitions": ["1995"], "reward": 29.1, "reason": "reward 29.1 > 0: 2 subtrees"}))
+    client = _client(catalog_url, warehouse)
+    response = client.get(_reorg_url())
+    assert response.status_code == 200
+    page, text = response.text, " ".join(_text(response.text).split())
+    assert re.findall(r"<tr><td>(\w+)</td>", page) == ["plan_reorg", "write_reorg", "verify_reorg", "activate_reorg"]
+    assert "blocks_rewritten=2" in page and "blocks_shared=1" in page and "subtrees_total=7" in page
+    assert "<td class=\"n\">660</td>" in page and "<td class=\"n\">6.5</td>" in page
+    assert "Reorganization: rewrote 2 of 3 blocks into 2 new ones; 1 shared with version 2; reward 29.1." in text
+    assert "Subtrees rewritten: 2, 5 evaluated of 7." in text
+    assert f"Catalog version {version}: active" in text and "replaced version 2" in text
+    assert "reorganized subtrees 1, 4 of version 2" in text
+    assert "passed : the new blocks hold 660 rows, the 660 rows of the blocks they replace" in text
+    assert "Partitions with subtrees to rewrite: 1995; reward 29.1." in text and "2 subtrees" in text
+    # only the new blocks against the plan: 400 and 250 expected, 410 and 250 written
+    assert "Per new block (the version is active): expected rows 250–400, real rows 250–410 over 2 blocks" in text
+    # nothing of the nightly's: no missing nightly steps, no ingest, no nightly verification
+    assert "Steps without numbers yet" not in text and "ingest" not in text and "not verified" not in text
+    assert "update_catalog" not in text and "Rows in and out" not in text
+    for plot in ("/plot/run-seconds.png", "/plot/run-blocks.png"):
+        src = _reorg_url(path=plot, section=0).replace("&", "&amp;")
+        assert f'src="{src}"' in page, plot
+        image = client.get(_reorg_url(path=plot, section=0))
+        assert image.status_code == 200 and image.content.startswith(PNG) and len(image.content) > 5000, plot
+    # the nightly run of the same table is unchanged
+    nightly = " ".join(_text(client.get(_run_url()).text).split())
+    assert "in (ingest): 1,000" in nightly and "Reorganization" not in nightly
+
+
+def test_a_reorganization_run_that_only_planned_says_what_is_missing(catalog_url, warehouse):
+    client = _client(catalog_url, warehouse)
+    paths = RunPaths(warehouse, "lineitem", "1996", REORG_STAGED)
+    paths.staging.mkdir(parents=True)
+    paths.file("metrics.json").write_text(json.dumps({"plan_reorg": REORG_METRICS["plan_reorg"]}))
+    response = client.get(_reorg_url())
+    assert response.status_code == 200
+    page, text = response.text, " ".join(_text(response.text).split())
+    assert re.findall(r"<tr><td>(\w+)</td>", page) == ["plan_reorg"]
+    assert "Steps without numbers yet: write_reorg, verify_reorg, activate_reorg." in text
+    assert "Reorganization: plans to rewrite 2 of 3 blocks into 2 new ones; base version 2; reward 29.1." in text
+    assert "Not activated yet" in text and "No catalog version for this run yet (write_reorg creates it)" in text
+    assert "not verified" in text and "verify_reorg has not run" in text and "ingest" not in text
+    assert 'src="' + _reorg_url(path="/plot/run-seconds.png", section=0).replace("&", "&amp;") + '"' in page
+    assert client.get(_reorg_url(path="/plot/run-seconds.png", section=0)).status_code == 200
+    # a run whose plan chose nothing: only the table-wide record, which says why
+    other = RunPaths(warehouse, "orders", "", "layout_reoptimize__manual__2")
+    other.staging.mkdir(parents=True)
+    other.file("reorg_planned.json").write_text(json.dumps(
+        {"table": "orders", "partitions": [], "reward": -3.5, "reason": "reward -3.5 <= 0: <b>no</b> reorganization"}))
+    response = client.get(_reorg_url("manual__2"))
+    assert response.status_code == 200
+    text = " ".join(_text(response.text).split())
+    assert "Partitions with subtrees to rewrite: none: nothing is rewritten; reward -3.5." in text
+    assert "&lt;b&gt;no&lt;/b&gt; reorganization" in response.text and "<b>no</b>" not in response.text
+
+
+def test_the_tables_page_shows_the_base_and_subtrees_of_a_reorganized_version(catalog_url, warehouse):
+    version = _reorganize(catalog_url, nodes=(3, "<b>7</b>"))
+    page = _client(catalog_url, warehouse).get("/").text
+    row = re.search(rf"<tr><td class=\"n\">{version}</td><td>1995</td>.*?</tr>", page).group(0)
+    assert "reorganized subtrees 3, &lt;b&gt;7&lt;/b&gt; of version 2" in row and "<b>7</b>" not in page
+    assert re.search(r"<td class=\"n\">2</td><td>1995</td><td><span class=\"state-retired\">", page)
+    assert "reorganized" not in page.replace(row, "")  # the other versions are no reorganizations
+
+
+def _monitor_url(run_id: str = AIRFLOW_RUN) -> str:
+    from urllib.parse import urlencode
+
+    return f"/run?{urlencode({'dag_id': 'layout_workload_monitor', 'run_id': run_id})}"
+
+
+def _write_monitor_report(warehouse: Path) -> Path:
+    """A monitor run's report through reorg.monitor.write_report, the numbers set by hand."""
+    from layout_core.reorg.monitor import report_path, write_report
+    from layout_core.reorg.shift import ChosenSubtree, PartitionShift, ShiftReport, ShiftSettings
+
+    start, end = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    chosen = (ChosenSubtree(4, (5, 6), 12, 3.5, 40.25, 28.25), ChosenSubtree(9, (11,), 1, 0.5, 1.85, 0.85))
+    partition = PartitionShift("1995", 2, "qdtree", False, 30, 7.5, chosen, 29.1, 14, 31,
+                               "2 subtrees of 13 blocks: reward 29.1")
+    quiet = PartitionShift("1996", 3, "qdtree", False, 8, 1.0, (), 0.0, 3, 3, "no subtree pays off")
+    reports = [
+        ShiftReport("lineitem", start, end, 200.0, 100.0, 40, 37, 2, 0, (partition, quiet),
+                    "reward 29.1 > 0: reorganize 2 subtrees", notes=("2 queries of the window could not be parsed "
+                                                                     "and were skipped",)),
+        ShiftReport("orders", start, end, 200.0, 100.0, 40, 3, 0, 0, (),
+                    "the window holds 3 references to orders, fewer than 10: too few to act on; <i>no</i> "
+                    "reorganization"),
+    ]
+    path = report_path(warehouse, MONITOR_STAGED)
+    write_report(path, reports, ShiftSettings(q=200.0, w=100.0, window_hours=24.0))
+    return path
+
+
+def test_a_monitor_run_page_shows_its_shift_report(tmp_path, warehouse):
+    path = _write_monitor_report(warehouse)
+    # the page reads no catalog: one that is down does not matter
+    client = _client(f"postgresql+psycopg2://layout:pw@127.0.0.1:{_closed_port()}/catalog", warehouse)
+    response = client.get(_monitor_url())
+    assert response.status_code == 200
+    page, text = response.text, " ".join(_text(response.text).split())
+    assert "q = 200, w = 100, window (hours): 24" in text
+    lineitem = page.split("Table <code>lineitem</code>", 1)[1].split("Table <code>orders</code>", 1)[0]
+    assert re.findall(r"<td class=\"n\">(.*?)</td>", lineitem.split("</table>", 1)[0]) == ["37", "29.1"]
+    assert "<strong>yes</strong>" in lineitem and "reward 29.1 &gt; 0: reorganize 2 subtrees" in lineitem
+    assert "2 queries of the window could not be parsed and were skipped" in lineitem
+    assert "The window: 2026-01-01T00:00:00+00:00 to 2026-01-02T00:00:00+00:00; 40 queries in it." in " ".join(
+        _text(lineitem).split())
+    # per partition: reward, blocks chosen, subtrees evaluated of total; the chosen subtrees' numbers
+    assert re.search(r"<tr><td>1995</td><td class=\"n\">2</td><td class=\"n\">30</td><td class=\"n\">29.1</td>"
+                     r"<td class=\"n\">13</td><td class=\"n\">14 of 31</td>", lineitem)
+    assert re.search(r"<td>1996</td>.*?<td class=\"n\">3 of 3</td><td>no subtree pays off</td>", lineitem)
+    assert "Subtrees chosen in partition 1995 (version 2): 2, 14 evaluated of 31" in " ".join(_text(lineitem).split())
+    rows = re.findall(r"<tr>((?:<td class=\"n\">[^<]*</td>){5})</tr>", lineitem)
+    assert [re.findall(r"<td class=\"n\">([^<]*)</td>", r) for r in rows] == [["4", "12", "2", "40.25", "28.25"],
+                                                           ["9", "1", "1", "1.85", "0.85"]]
+    assert "Subtrees chosen in partition 1996" not in page  # none chosen there
+    orders = page.split("Table <code>orders</code>", 1)[1]
+    assert re.findall(r"<td class=\"n\">(.*?)</td>", orders) == ["3", "0"] and "<td>no</td>" in orders
+    assert "fewer than 10: too few to act on; &lt;i&gt;no&lt;/i&gt;" in orders and "<i>" not in page
+    assert str(tmp_path) not in page and "pw@" not in page and str(path.name) not in page
+    # the same report through the plugin's own path (it does not import reorg.monitor)
+    from layout_core.airflow_plugin import monitor_report_path
+    from layout_core.reorg.monitor import report_path
+
+    for run_id in (MONITOR_STAGED, HOSTILE, "a/../../b", "x:y+z", "layout__.._..", "layout_workload_monitor__.."):
+        assert monitor_report_path(warehouse, run_id) == report_path(warehouse, run_id), run_id
+    assert monitor_report_path(warehouse, "..") is None  # no monitor run id is "..": no folder outside _monitor
+
+
+def test_a_monitor_run_without_a_readable_report_is_a_note(catalog_url, warehouse, tmp_path):
+    client = _client(catalog_url, warehouse)
+    response = client.get(_monitor_url())
+    assert response.status_code == 200
+    assert "The monitor run has not written its report yet" in _text(response.text)
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "shift.json").write_text('{"version": 1, "tables": [{"table": "secret31337"}]}')
+    for run_id in ("../../../secret", "..", '"><script>alert(1)</script>'):
+        response = client.get(_monitor_url(run_id))
+        assert response.status_code == 200 and "has not written its report yet" in response.text, run_id
+        assert "secret31337" not in response.text and "<script>" not in response.text
+    path = _write_monitor_report(warehouse)
+    good = json.loads(path.read_text())
+
+    def broken(change) -> dict:
+        report = json.loads(json.dumps(good))
+        change(report)
+        return report
+
+    cases = {
+        "not json {": "the report is not JSON",
+        "[1, 2]": "the report is not a JSON object",
+        "[" * 100000 + "]" * 100000: "the report is not JSON",
+        json.dumps({**good, "version": 2}): "a report of version 2, this page reads version 1",
+        json.dumps({**good, "tables": "<script>x</script>"}): "&#x27;tables&#x27; is not a list",
+        json.dumps({**good, "tables": [7]}): "tables[0] is not an object",
+        json.dumps(broken(lambda r: r["tables"][0].update(reward="high"))):
+            "table &#x27;lineitem&#x27;: &#x27;reward&#x27; is not a number",
+        json.dumps(broken(lambda r: r["tables"][0].update(reorganize=1))): "&#x27;reorganize&#x27; is not true or false",
+        json.dumps(broken(lambda r: r["tables"][0].pop("reason"))): "&#x27;reason&#x27; is missing",
+        json.dumps(broken(lambda r: r["tables"][0].update(notes=[{"x": 1}]))): "&#x27;notes&#x27; are not texts",
+        json.dumps(broken(lambda r: r["tables"][0]["partitions"][0].update(subtrees_total=None))):
+            "partition 1: &#x27;subtrees_total&#x27; is missing",
+        json.dumps(broken(lambda r: r["tables"][0]["partitions"][0]["chosen"][1].update(benefit=[1]))):
+            "partition 1, chosen subtree 2: &#x27;benefit&#x27; is not a number",
+        json.dumps(broken(lambda r: r["tables"][1].update(table=None))): "table 2: &#x27;table&#x27; is missing",
+    }
+    for content, said in cases.items():
+        path.write_text(content)
+        response = client.get(_monitor_url())
+        assert response.status_code == 200, content[:80]
+        assert "The monitor run has not written a report this page can read" in response.text, content[:80]
+        assert said in response.text, (content[:80], said)
+        assert "<script>" not in response.text and str(tmp_path) not in response.text
+    path.write_bytes(b"\xff\xfe not text")
+    response = client.get(_monitor_url())
+    assert response.status_code == 200 and "the report file cannot be read" in response.text
+    # a run page of the monitor needs read access to its runs, as every run page
+    assert _client(catalog_url, warehouse, authenticated=False).get(_monitor_url()).status_code in (401, 403)
