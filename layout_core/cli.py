@@ -152,6 +152,9 @@ def cmd_stats(args) -> int:
         print(f"no routed queries in the last {args.since}")
         return 0
     for t in tables:
+        if not t.blocks_total:
+            print(f"{t.table}: {t.queries} queries, {t.scans} scans, all read in full (no layout to route)")
+            continue
         print(f"{t.table}: {t.queries} queries, {t.scans} scans, read {t.blocks_read} of "
               f"{t.blocks_total} blocks ({t.skipped:.1%} skipped), {t.rows_read} of {t.rows_total} rows"
               + (f"; {t.read_in_full} scans read the table in full" if t.read_in_full else ""))
