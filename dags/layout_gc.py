@@ -2,9 +2,11 @@
 
 Deletes the block folders of layout versions retired (or failed) longer ago
 than `older_than`, and the staging folders of DAG runs that can no longer
-resume; see layout_core/gc.py for what is never deleted. The catalog URL and
-warehouse come from the environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE);
-LAYOUT_GC_SCHEDULE sets the schedule (default @daily, empty: manual runs only).
+resume; see layout_core/gc.py for what is never deleted. The whole report
+goes to <warehouse>/_gc/<dag_id>__<run_id>/report.json (the "Layout run" tab of
+the Airflow plugin shows it). The catalog URL and warehouse come from the
+environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE); LAYOUT_GC_SCHEDULE sets the
+schedule (default @daily, empty: manual runs only).
 
 Kept light on purpose: layout_core is imported inside the task, so the DAG
 processor parses this file without it.
@@ -12,10 +14,13 @@ processor parses this file without it.
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param, task
+
+log = logging.getLogger("layout.gc")
 
 # As in layout_nightly.py.
 DAG_DEFAULTS = {
@@ -40,12 +45,20 @@ with DAG(
 ) as dag:
 
     @task
-    def collect_garbage(params: dict | None = None) -> dict:
-        """Run the gc; returns its counts only (they go to XCom)."""
-        from layout_core.gc import run_gc
+    def collect_garbage(params: dict | None = None, *, dag=None, run_id=None) -> dict:
+        """Run the gc and write its whole report (a dry run's too) to
+        <warehouse>/_gc/<dag_id>__<run_id>/report.json, which the plugin's "Layout run" tab
+        shows; returns its counts only (they go to XCom)."""
+        from layout_core.config import load_settings
+        from layout_core.gc import report_path, run_gc, write_report
 
         params = params or {}
         report = run_gc(str(params.get("older_than", "24h")), dry_run=bool(params.get("dry_run", False)))
+        path = report_path(load_settings().warehouse, f"{dag.dag_id}__{run_id}")
+        try:
+            write_report(path, report)
+        except OSError as e:  # the gc is done and its counts go to XCom: the report is only a view
+            log.warning("gc: could not write the report %s: %s", path, e)
         return report.numbers()
 
     collect_garbage()

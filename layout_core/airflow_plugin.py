@@ -9,7 +9,8 @@ every DAG run (`external_views`). The pages:
     /layouts/run        one DAG run (?dag_id=&run_id=): each step's numbers from
                         its staging folder's metrics.json, the nightly's steps or a
                         partial reorganization's (layout_reoptimize); for a
-                        layout_workload_monitor run its shift report instead
+                        layout_workload_monitor run its shift report instead, for
+                        a layout_gc run its garbage report (what it deleted and kept)
     /layouts/skipping   what the routed queries of the last ?days= (default 7) skipped,
                         from the catalog's query history: per table and template
                         blocks and rows read of those there, the daily share of
@@ -66,6 +67,11 @@ REORG_PLANNED = "reorg_planned.json"  # reorg.partial.PLANNED, in a reorganizati
 MONITOR_FOLDER = "_monitor"
 MONITOR_REPORT = "shift.json"
 MONITOR_REPORT_VERSION = 1
+# gc.REPORTS_FOLDER, gc.REPORT_FILE (gc.report_path; not imported, as RUNS_FOLDER)
+GC_DAG = "layout_gc"
+GC_FOLDER = "_gc"
+GC_REPORT = "report.json"
+GC_LISTED = 50  # kept items, purged versions and deleted folders listed on a gc run's page (the first)
 PLOT_VERSIONS = 40  # versions per table in its plot (the newest)
 LIST_VERSIONS = 200  # versions per table listed on the tables page (the newest)
 DEFAULT_DAYS = 7  # the skipping page's window
@@ -142,6 +148,20 @@ class MonitorRun:
     problem: str | None = None
     settings: dict = field(default_factory=dict)  # q, w, window_hours of the run
     tables: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class GcRun:
+    """A layout_gc run's report (gc.write_report, GarbageReport.to_json), checked: `report` is
+    check_gc_report's record when it could be read, `problem` says why it could not (None with
+    no report and not `written`: not written yet)."""
+
+    dag_id: str
+    run_id: str
+    staged_run_id: str
+    written: bool = False
+    problem: str | None = None
+    report: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -385,20 +405,59 @@ def read_run(catalog, warehouse: Path, dag_id: str, run_id: str) -> RunReport:
     return RunReport(dag_id, run_id, staged, tuple(sections), tuple(planned))
 
 
-def monitor_report_path(warehouse: Path, staged: str) -> Path | None:
-    """Where a monitor run keeps its report: reorg.monitor.report_path(warehouse, staged), the
-    same sanitizing (only letters, digits, '.', '_', '-' in the folder name); None for a name
-    that would not be a folder of `<warehouse>/_monitor`."""
+def _report_path(warehouse: Path, folder: str, staged: str, file_name: str) -> Path | None:
+    """<warehouse>/<folder>/<staged, sanitized>/<file_name>: only letters, digits, '.', '_', '-'
+    in the run's folder name (steps.staging_name); None for a name that would not be a folder
+    of `<warehouse>/<folder>`."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", staged)
     if safe in ("", ".", ".."):
         return None
-    return Path(warehouse) / MONITOR_FOLDER / safe / MONITOR_REPORT
+    return Path(warehouse) / folder / safe / file_name
+
+
+def monitor_report_path(warehouse: Path, staged: str) -> Path | None:
+    """Where a monitor run keeps its report: reorg.monitor.report_path(warehouse, staged), the
+    same sanitizing; None for a name that would not be a folder of `<warehouse>/_monitor`."""
+    return _report_path(warehouse, MONITOR_FOLDER, staged, MONITOR_REPORT)
+
+
+def gc_report_path(warehouse: Path, staged: str) -> Path | None:
+    """Where a gc run keeps its report: gc.report_path(warehouse, staged), the same sanitizing;
+    None for a name that would not be a folder of `<warehouse>/_gc`."""
+    return _report_path(warehouse, GC_FOLDER, staged, GC_REPORT)
+
+
+def _read_report_file(warehouse: Path, folder: str, path: Path | None) -> tuple[bool, Any, str | None]:
+    """(written, data, problem) of a run's report file under <warehouse>/<folder>; never raises."""
+    if path is None or not path.is_file():
+        return False, None, None
+    root = (Path(warehouse) / folder).resolve()
+    if path.resolve().parent.parent != root:  # a symlink out of the warehouse
+        return True, None, "the report is not a file of its folder in the warehouse"
+    try:
+        return True, json.loads(path.read_text()), None
+    except (OSError, UnicodeDecodeError):
+        return True, None, "the report file cannot be read"
+    except ValueError as e:
+        return True, None, f"the report is not JSON ({e})"
+    except RecursionError:
+        return True, None, "the report is not JSON (nested too deep)"
+
+
+def _utf8(text: str) -> bool:
+    """A text the page can be sent with (JSON may hold lone surrogates, which UTF-8 cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _KINDS: dict[str, Callable[[Any], bool]] = {
     "a number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
     "a whole number": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "a text": lambda v: isinstance(v, str),
+    "a text": lambda v: isinstance(v, str) and _utf8(v),
+    "a count": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 63,
     "true or false": lambda v: isinstance(v, bool),
     "a list": lambda v: isinstance(v, list),
     "an object": lambda v: isinstance(v, dict),
@@ -485,25 +544,73 @@ def read_monitor_run(warehouse: Path, dag_id: str, run_id: str) -> MonitorRun:
     """The shift report of a layout_workload_monitor run, checked (never raises: a report that
     is missing or cannot be read is said so in the record)."""
     staged = staged_run_id(dag_id, run_id)
-    path = monitor_report_path(warehouse, staged)
-    if path is None or not path.is_file():
-        return MonitorRun(dag_id, run_id, staged)
-    root = (Path(warehouse) / MONITOR_FOLDER).resolve()
-    if path.resolve().parent.parent != root:  # a symlink out of the warehouse
-        return MonitorRun(dag_id, run_id, staged, True, "the report is not a file of the monitor's folder")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError):
-        return MonitorRun(dag_id, run_id, staged, True, "the report file cannot be read")
-    except ValueError as e:
-        return MonitorRun(dag_id, run_id, staged, True, f"the report is not JSON ({e})")
-    except RecursionError:
-        return MonitorRun(dag_id, run_id, staged, True, "the report is not JSON (nested too deep)")
+    written, data, problem = _read_report_file(warehouse, MONITOR_FOLDER, monitor_report_path(warehouse, staged))
+    if not written or problem is not None:
+        return MonitorRun(dag_id, run_id, staged, written, problem)
     try:
         settings, tables = check_monitor_report(data)
     except ValueError as e:
         return MonitorRun(dag_id, run_id, staged, True, str(e))
     return MonitorRun(dag_id, run_id, staged, True, None, settings, tuple(tables))
+
+
+GC_COUNTS = ("versions_purged", "block_folders_deleted", "staging_folders_deleted", "bytes_freed", "kept",
+             "history_pruned")
+
+
+def _time(text: str, where: str) -> dt.datetime:
+    """An ISO time, in UTC (naive: UTC)."""
+    try:
+        value = dt.datetime.fromisoformat(text)
+        return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+    except (ValueError, OverflowError):
+        raise ValueError(f"{where}: {text[:40]!r} is not a time") from None
+
+
+def _folders(data: dict, key: str) -> list[dict]:
+    folders = []
+    for i, item in enumerate(_objects(data, key, "the report")):
+        at = f"{key}[{i}]"
+        folders.append({"path": _field(item, "path", "a text", at), "bytes": _field(item, "bytes", "a count", at),
+                        "version_id": _field(item, "version_id", "a count", at, required=False)})
+    return folders
+
+
+def check_gc_report(data: Any) -> dict:
+    """The fields this page shows of a gc report (GarbageReport.to_json), each checked for its
+    type (numbers: counts, 0 to 2**63 - 1): ValueError saying which is wrong. A new dict of the
+    checked fields only."""
+    if not isinstance(data, dict):
+        raise ValueError("the report is not a JSON object")
+    checked: dict[str, Any] = {"dry_run": _field(data, "dry_run", "true or false", "the report"),
+                               "cutoff": _time(_field(data, "cutoff", "a text", "the report"), "the report's cutoff")}
+    for key in GC_COUNTS:
+        checked[key] = _field(data, key, "a count", "the report")
+    # written by newer gc runs only
+    checked["reports_deleted"] = _field(data, "reports_deleted", "a count", "the report", required=False)
+    ids = _field(data, "purged_version_ids", "a list", "the report")
+    if not all(_KINDS["a count"](v) for v in ids):
+        raise ValueError("the report: 'purged_version_ids' are not version ids")
+    checked["purged_version_ids"] = ids
+    checked["folders"] = _folders(data, "folders")
+    checked["staging"] = _folders(data, "staging")
+    checked["kept_items"] = [{"what": _field(item, "what", "a text", f"kept_items[{i}]"),
+                              "reason": _field(item, "reason", "a text", f"kept_items[{i}]")}
+                             for i, item in enumerate(_objects(data, "kept_items", "the report"))]
+    return checked
+
+
+def read_gc_run(warehouse: Path, dag_id: str, run_id: str) -> GcRun:
+    """The garbage report of a layout_gc run, checked (never raises: a report that is missing or
+    cannot be read is said so in the record)."""
+    staged = staged_run_id(dag_id, run_id)
+    written, data, problem = _read_report_file(warehouse, GC_FOLDER, gc_report_path(warehouse, staged))
+    if not written or problem is not None:
+        return GcRun(dag_id, run_id, staged, written, problem)
+    try:
+        return GcRun(dag_id, run_id, staged, True, None, check_gc_report(data))
+    except ValueError as e:
+        return GcRun(dag_id, run_id, staged, True, str(e))
 
 
 # --------------------------------------------------------------------------- HTML
@@ -916,6 +1023,92 @@ def render_monitor(run: MonitorRun, base: str = "") -> str:
     return _page(title, "".join(parts), base)
 
 
+def _bytes(n: int) -> str:
+    """A number of bytes for people: "1,300 bytes", "12.5 MiB (13,107,200 bytes)"."""
+    if abs(n) < 1024:
+        return f"{_num(n)} byte{'' if n == 1 else 's'}"
+    value, unit = float(n), "bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024
+        if abs(value) < 1024:
+            break
+    return f"{value:,.1f} {unit} ({_num(n)} bytes)"
+
+
+def _cut(text: str, limit: int = 1000) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _more(shown: int, total: int, what: str) -> str:
+    return "" if total <= shown else f"<p class=\"note\">… and {_num(total - shown)} more {_e(what)}.</p>"
+
+
+def _folder_rows(folders: list[dict], with_version: bool) -> str:
+    rows = []
+    for f in folders[:GC_LISTED]:
+        version = f"<td class=\"n\">{_e(f['version_id'])}</td>" if with_version else ""
+        rows.append(f"<tr><td><code>{_e(_cut(f['path']))}</code></td>{version}<td class=\"n\">{_e(_bytes(f['bytes']))}</td></tr>")
+    return "".join(rows)
+
+
+def render_gc(run: GcRun, base: str = "") -> str:
+    """The page of one layout_gc run: what it deleted (or, in a dry run, would have), what it
+    kept and why (from the run's report)."""
+    title = f"Layout run {run.dag_id} / {run.run_id}"
+    head = (f"<p class=\"note\">DAG <code>{_e(run.dag_id)}</code>, run <code>{_e(run.run_id)}</code>: the garbage "
+            "collection's report (block folders of retired and failed versions, staging folders of runs that "
+            "can no longer resume).</p>")
+    if not run.written:
+        return _page(title, head + "<div class=\"box\"><p><strong>The gc run has not written its report yet."
+                     "</strong></p><p class=\"note\">collect_garbage writes it when it is done (runs of the gc "
+                     "from before the reports were written have none).</p></div>", base)
+    if run.problem is not None or run.report is None:
+        return _page(title, head + "<div class=\"box\"><p><strong>The gc run has not written a report this page "
+                     f"can read.</strong></p><p class=\"note\">{_e(run.problem)}.</p></div>", base)
+    r = run.report
+    dry = r["dry_run"]
+    verb = "would be deleted" if dry else "deleted"
+    ids = r["purged_version_ids"]
+    listed = ", ".join(str(v) for v in ids[:GC_LISTED]) + (f", … and {_num(len(ids) - GC_LISTED)} more"
+                                                          if len(ids) > GC_LISTED else "")
+    block_bytes, staging_bytes = (sum(f["bytes"] for f in r[key]) for key in ("folders", "staging"))
+    parts = [head]
+    if dry:
+        parts.append("<div class=\"box\"><p><strong>A dry run</strong>: nothing was deleted or recorded; the "
+                     "numbers are what the gc would have deleted.</p></div>")
+    rows = [("dry run", _yes_no(dry)),
+            ("cutoff (out of service before it: due)", _e(_when(r["cutoff"]))),
+            (f"versions {'that would be ' if dry else ''}purged", _e(_num(r["versions_purged"]))
+             + (f" (version{'s' if len(ids) != 1 else ''} {_e(listed)})" if ids else "")),
+            (f"block folders {verb}", f"{_e(_num(r['block_folders_deleted']))}, {_e(_bytes(block_bytes))}"),
+            (f"staging folders {verb}", f"{_e(_num(r['staging_folders_deleted']))}, {_e(_bytes(staging_bytes))}"),
+            (f"bytes freed{' (would be)' if dry else ''}", _e(_bytes(r["bytes_freed"]))),
+            ("queries pruned from the history", _e(_num(r["history_pruned"])) + (" (none in a dry run)" if dry else "")),
+            ]
+    if r["reports_deleted"] is not None:
+        rows.append(("old gc reports deleted", _e(_num(r["reports_deleted"]))))
+    rows.append(("kept (candidates not deleted)", _e(_num(r["kept"]))))
+    parts.append("<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>")
+    kept = r["kept_items"]
+    parts.append(f"<h2>Kept ({_num(len(kept))})</h2>")
+    if kept:
+        parts.append("<table><tr><th>version or folder</th><th>why it stays</th></tr>" + "".join(
+            f"<tr><td><code>{_e(_cut(k['what']))}</code></td><td>{_e(_cut(k['reason']))}</td></tr>"
+            for k in kept[:GC_LISTED])
+            + "</table>" + _more(GC_LISTED, len(kept), "kept"))
+    else:
+        parts.append("<p class=\"note\">Nothing kept.</p>")
+    for key, what, with_version in (("folders", "Block folders", True), ("staging", "Staging folders", False)):
+        folders = r[key]
+        if not folders:
+            continue
+        parts.append(f"<h2>{what} {verb} ({_num(len(folders))})</h2><table><tr><th>folder</th>"
+                     + ("<th>version</th>" if with_version else "") + "<th>size</th></tr>"
+                     + _folder_rows(folders, with_version) + "</table>"
+                     + _more(GC_LISTED, len(folders), what.lower()))
+    return _page(title, "".join(parts), base)
+
+
 def _share(read: int, total: int) -> str:
     """The share of `total` not read, as a percentage ("" when there is nothing to share)."""
     return f"{1 - read / total:.1%}" if total else ""
@@ -1271,6 +1464,8 @@ def create_app(catalog_url: str | None = None, warehouse: str | Path | None = No
     def run_page(request: Request, dag_id: str, run_id: str, user: Any = Depends(require_run_reader)):
         if dag_id == MONITOR_DAG:  # no staging folders, no catalog: its report
             return html_response(render_monitor(read_monitor_run(where()[1], dag_id, run_id), base(request)))
+        if dag_id == GC_DAG:  # the same: its report
+            return html_response(render_gc(read_gc_run(where()[1], dag_id, run_id), base(request)))
         report = _run(request, dag_id, run_id)
         return html_response(render_run(report, base(request)), 200 if report.sections or report.planned else 404)
 

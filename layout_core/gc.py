@@ -20,6 +20,11 @@ version newer than its partition's active one (a failed run that may still be
 retried), and the staging folder of a run whose version is building, or failed
 and therefore resumable by a retry of that run.
 
+Each run of the `layout_gc` DAG writes its report to `<warehouse>/_gc/<run>/report.json`
+(`report_path`, `write_report`; the Airflow plugin's run page reads it). gc
+deletes those report folders once they are older than the query history's
+retention (`history_retention_days`), never in a dry run.
+
 Deletions are recorded in the catalog (`layout_purges`) and the versions
 marked purged. A retired version is marked after its folders are gone, so a
 gc killed halfway leaves it retired and the next gc finishes the job. A failed
@@ -31,6 +36,7 @@ being deleted.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import re
@@ -48,6 +54,8 @@ log = logging.getLogger("layout.gc")
 
 UTC = dt.timezone.utc
 RUNS_FOLDER = "_runs"
+REPORTS_FOLDER = "_gc"  # <warehouse>/_gc/<run>/report.json: the gc DAG's reports (airflow_plugin reads them)
+REPORT_FILE = "report.json"
 UNVERSIONED_RUN_AGE = dt.timedelta(hours=6)  # longer than any nightly step takes
 UNPARTITIONED_STAGING = "_all"  # the staging folder of a table without partitions
 BLOCK_FOLDER = re.compile(r"block_id=(\d+)")  # spark.blocks.block_folder names them so
@@ -100,6 +108,7 @@ class GarbageReport:
     staging_deleted: tuple[DeletedFolder, ...] = ()
     kept: tuple[KeptItem, ...] = ()
     history_pruned: int = 0  # queries older than the history retention, deleted from the catalog
+    reports_deleted: int = 0  # report folders of earlier gc runs older than the history retention
 
     @property
     def bytes_freed(self) -> int:
@@ -110,7 +119,8 @@ class GarbageReport:
         return {"dry_run": self.dry_run, "versions_purged": len(self.versions_purged),
                 "block_folders_deleted": len(self.folders_deleted),
                 "staging_folders_deleted": len(self.staging_deleted),
-                "bytes_freed": self.bytes_freed, "kept": len(self.kept), "history_pruned": self.history_pruned}
+                "bytes_freed": self.bytes_freed, "kept": len(self.kept), "history_pruned": self.history_pruned,
+                "reports_deleted": self.reports_deleted}
 
     def summary(self) -> str:
         """One line, in numbers."""
@@ -118,7 +128,8 @@ class GarbageReport:
         return (f"{'dry run: ' if self.dry_run else ''}{len(self.versions_purged)} versions purged; "
                 f"{verb} {len(self.folders_deleted)} block folders and {len(self.staging_deleted)} "
                 f"staging folders, {self.bytes_freed} bytes; {len(self.kept)} kept "
-                f"(cutoff {self.cutoff.isoformat()}); {self.history_pruned} old queries pruned from the history")
+                f"(cutoff {self.cutoff.isoformat()}); {self.history_pruned} old queries pruned from the history, "
+                f"{self.reports_deleted} old gc reports deleted")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -129,6 +140,21 @@ class GarbageReport:
             "staging": [vars(f) for f in self.staging_deleted],
             "kept_items": [vars(k) for k in self.kept],
         }
+
+
+def report_path(warehouse: str | os.PathLike, run_id: str) -> Path:
+    """Where the gc run `run_id` (the DAG's "<dag_id>__<run_id>") keeps its report: the folder
+    name is sanitized as staging_name does it (a retried task rewrites the report)."""
+    return Path(warehouse) / REPORTS_FOLDER / staging_name(run_id) / REPORT_FILE
+
+
+def write_report(path: str | os.PathLike, report: GarbageReport) -> None:
+    """report.to_json() to `path`, atomically: readers never see half a report."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report.to_json(), indent=1))
+    tmp.replace(path)
 
 
 # ---------------------------------------------------------------- file system
@@ -339,13 +365,32 @@ def _collect_staging(catalog: Catalog, warehouse: Path, versions: list[VersionIn
     return deleted
 
 
+def _prune_reports(warehouse: Path, before: dt.datetime, now: dt.datetime, kept: list[KeptItem]) -> int:
+    """Delete the report folders of gc runs (`<warehouse>/_gc/<run>/`) unchanged since `before`."""
+    root = warehouse / REPORTS_FOLDER
+    if root.is_symlink() or not root.is_dir():
+        return 0
+    deleted = 0
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
+        if _newest_change(folder, now) >= before:
+            continue
+        try:
+            shutil.rmtree(folder)
+        except OSError as e:
+            kept.append(KeptItem(str(folder), f"could not delete: {e}"))
+            continue
+        deleted += 1
+        log.info("gc: deleted the old gc report folder %s", folder)
+    return deleted
+
+
 # ------------------------------------------------------------------- entry
 
 
 def collect_garbage(catalog: Catalog, warehouse: Path, older_than: dt.timedelta, dry_run: bool = False,
                     now: dt.datetime | None = None, history_retention: dt.timedelta | None = None) -> GarbageReport:
     """Delete what has been out of service longer than `older_than` (see the module docstring),
-    and the query history older than `history_retention` (when given).
+    and the query history and gc report folders older than `history_retention` (when given).
 
     `now` (default: the current time; naive means UTC) is there for tests.
     With `dry_run` nothing is deleted or recorded: the report says what would be.
@@ -379,11 +424,13 @@ def collect_garbage(catalog: Catalog, warehouse: Path, older_than: dt.timedelta,
         if done:
             purged.append(version.version_id)
     staging = _collect_staging(catalog, warehouse, versions, set(purged), cutoff, dry_run, now, kept)
-    pruned = 0
+    pruned = reports = 0
     if history_retention is not None and not dry_run:
         pruned = catalog.prune_history(now - history_retention)
+        reports = _prune_reports(warehouse, now - history_retention, now, kept)
 
-    report = GarbageReport(dry_run, cutoff, tuple(purged), tuple(folders), tuple(staging), tuple(kept), pruned)
+    report = GarbageReport(dry_run, cutoff, tuple(purged), tuple(folders), tuple(staging), tuple(kept), pruned,
+                           reports)
     _log_report(report)
     return report
 

@@ -673,3 +673,109 @@ def test_a_monitor_run_without_a_readable_report_is_a_note(catalog_url, warehous
     assert response.status_code == 200 and "the report file cannot be read" in response.text
     # a run page of the monitor needs read access to its runs, as every run page
     assert _client(catalog_url, warehouse, authenticated=False).get(_monitor_url()).status_code in (401, 403)
+
+
+# --------------------------------------------------------------------------- gc
+
+GC_STAGED = f"layout_gc__{AIRFLOW_RUN}"
+
+
+def _gc_url(run_id: str = AIRFLOW_RUN) -> str:
+    from urllib.parse import urlencode
+
+    return f"/run?{urlencode({'dag_id': 'layout_gc', 'run_id': run_id})}"
+
+
+def _write_gc_report(warehouse: Path, dry_run: bool = False, kept: int = 2) -> Path:
+    """A gc run's report through gc.write_report, the report set by hand."""
+    from layout_core.gc import DeletedFolder, GarbageReport, KeptItem, report_path, write_report
+
+    items = [KeptItem("version 9 (orders/1996)", "failed, but newer than the active version <b>8</b>"),
+             KeptItem(str(warehouse / "_runs" / "orders" / "1997" / "x"), "its run's version is building & may be "
+                                                                          "retried")]
+    items += [KeptItem(f"version {100 + i} (t/p)", f"retired at {i}, within the grace period") for i in range(kept - 2)]
+    report = GarbageReport(
+        dry_run, dt.datetime(2026, 1, 1, 3, 4, 5, tzinfo=dt.timezone.utc), (3, 4),
+        (DeletedFolder("/wh/orders/dt=1995/block_id=1", 1000, 3), DeletedFolder("/wh/orders/dt=1995/block_id=2", 2048, 4)),
+        (DeletedFolder("/wh/_runs/orders/1995/run-1", 3 * 1024 * 1024),), tuple(items), 17)
+    path = report_path(warehouse, GC_STAGED)
+    write_report(path, report)
+    return path
+
+
+def test_a_gc_run_page_shows_its_report(tmp_path, warehouse):
+    _write_gc_report(warehouse)
+    # the page reads no catalog: one that is down does not matter
+    client = _client(f"postgresql+psycopg2://layout:pw@127.0.0.1:{_closed_port()}/catalog", warehouse)
+    response = client.get(_gc_url())
+    assert response.status_code == 200
+    page, text = response.text, " ".join(_text(response.text).split())
+    assert "dry run no" in text and "cutoff (out of service before it: due) 2026-01-01 03:04:05 UTC" in text
+    assert "versions purged 2 (versions 3, 4)" in text
+    assert "block folders deleted 2, 3.0 KiB (3,048 bytes)" in text
+    assert "staging folders deleted 1, 3.0 MiB (3,145,728 bytes)" in text
+    assert "bytes freed 3.0 MiB (3,148,776 bytes)" in text
+    assert "queries pruned from the history 17" in text and "old gc reports deleted 0" in text
+    assert "kept (candidates not deleted) 2" in text and "A dry run" not in text
+    # kept items with their reasons, escaped
+    assert "failed, but newer than the active version &lt;b&gt;8&lt;/b&gt;" in page and "<b>8" not in page
+    assert "its run&#x27;s version is building &amp; may be retried" in page
+    assert "/wh/orders/dt=1995/block_id=2" in page and "and 10 more" not in text
+    # the plugin's own path (it does not import gc) is gc.report_path
+    from layout_core.airflow_plugin import gc_report_path
+    from layout_core.gc import report_path
+
+    for run_id in (GC_STAGED, HOSTILE, "a/../../b", "x:y+z", "layout__.._..", "layout_gc__.."):
+        assert gc_report_path(warehouse, run_id) == report_path(warehouse, run_id), run_id
+    assert gc_report_path(warehouse, "..") is None
+
+
+def test_a_gc_dry_run_page_says_so_and_lists_at_most_50_kept(catalog_url, warehouse):
+    _write_gc_report(warehouse, dry_run=True, kept=62)
+    response = _client(catalog_url, warehouse).get(_gc_url())
+    assert response.status_code == 200
+    text = " ".join(_text(response.text).split())
+    assert "A dry run : nothing was deleted" in text and "dry run yes" in text
+    assert "versions that would be purged 2" in text and "block folders would be deleted 2" in text
+    assert "kept (candidates not deleted) 62" in text and "… and 12 more kept." in text
+    assert "version 147 (t/p)" in text and "version 148 (t/p)" not in text
+
+
+def test_a_gc_run_without_a_readable_report_is_a_note(catalog_url, warehouse, tmp_path):
+    client = _client(catalog_url, warehouse)
+    response = client.get(_gc_url())
+    assert response.status_code == 200 and "The gc run has not written its report yet" in _text(response.text)
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "report.json").write_text('{"kept_items": [{"what": "secret31337"}]}')
+    for run_id in ("../../../secret", "..", '"><script>alert(1)</script>'):
+        response = client.get(_gc_url(run_id))
+        assert response.status_code == 200 and "has not written its report yet" in response.text, run_id
+        assert "secret31337" not in response.text and "<script>" not in response.text
+    path = _write_gc_report(warehouse)
+    good = json.loads(path.read_text())
+    cases = {
+        "not json {": "the report is not JSON",
+        "[1, 2]": "the report is not a JSON object",
+        "[" * 100000 + "]" * 100000: "the report is not JSON",
+        json.dumps({**good, "dry_run": "no"}): "&#x27;dry_run&#x27; is not true or false",
+        json.dumps({**good, "cutoff": "<script>yesterday</script>"}): "is not a time",
+        json.dumps({**good, "cutoff": "0001-01-01T00:00:00+05:00"}): "is not a time",
+        json.dumps({**good, "bytes_freed": 10 ** 30}): "&#x27;bytes_freed&#x27; is not a count",
+        json.dumps({**good, "kept": -1}): "&#x27;kept&#x27; is not a count",
+        json.dumps({**good, "purged_version_ids": ["<i>"]}): "&#x27;purged_version_ids&#x27; are not version ids",
+        json.dumps({**good, "folders": [{"path": "/x", "bytes": 1.5}]}): "folders[0]: &#x27;bytes&#x27; is not a count",
+        json.dumps({**good, "staging": "<script>x</script>"}): "&#x27;staging&#x27; is not a list",
+        json.dumps({**good, "kept_items": [{"what": "x"}]}): "kept_items[0]: &#x27;reason&#x27; is missing",
+        json.dumps({**good, "kept_items": [{"what": "x", "reason": "\ud800"}]}): "&#x27;reason&#x27; is not a text",
+    }
+    for content, said in cases.items():
+        path.write_text(content, errors="surrogatepass")
+        response = client.get(_gc_url())
+        assert response.status_code == 200, content[:80]
+        assert "The gc run has not written a report this page can read" in response.text, content[:80]
+        assert said in response.text, (content[:80], said)
+        assert "<script>" not in response.text and str(tmp_path) not in response.text
+    path.write_bytes(b"\xff\xfe not text")
+    response = client.get(_gc_url())
+    assert response.status_code == 200 and "the report file cannot be read" in response.text
+    assert _client(catalog_url, warehouse, authenticated=False).get(_gc_url()).status_code in (401, 403)

@@ -12,7 +12,8 @@ import pytest
 
 from layout_core.catalog import BlockRecord, Catalog, CatalogError
 from layout_core.cli import main
-from layout_core.gc import DurationError, collect_garbage, parse_duration, staging_name
+from layout_core.gc import (DurationError, GarbageReport, collect_garbage, parse_duration, report_path,
+                            staging_name, write_report)
 
 PROJECT = Path(__file__).resolve().parent.parent
 UTC = dt.timezone.utc
@@ -119,7 +120,7 @@ def test_zero_grace_leaves_only_the_active_versions_folders(wh, three):
     assert report.bytes_freed == 4 * 100 + 3 * 300
     assert report.numbers() == {"dry_run": False, "versions_purged": 2, "block_folders_deleted": 4,
                                 "staging_folders_deleted": 3, "bytes_freed": 1300, "kept": 0,
-                                "history_pruned": 0}
+                                "history_pruned": 0, "reports_deleted": 0}
 
     purges = wh.catalog.purges()
     assert [(p.version_id, p.bytes) for p in purges] == [(v1, 100)] * 2 + [(v2, 100)] * 2 + [(None, 300)] * 3
@@ -141,6 +142,33 @@ def test_gc_prunes_query_history_older_than_its_retention_but_not_in_a_dry_run(w
     report = wh.gc(history_retention=dt.timedelta(days=30))
     assert report.history_pruned == 2 and report.numbers()["history_pruned"] == 2
     assert [q.sql for q in wh.catalog.query_history()] == ["SELECT 29", "SELECT 1"]
+
+
+def test_report_path_and_write_report(tmp_path):
+    path = report_path(tmp_path, "layout_gc__manual__2026-01-02T03:04:05+00:00")
+    assert path == tmp_path / "_gc" / "layout_gc__manual__2026-01-02T03_04_05_00_00" / "report.json"
+    assert report_path(tmp_path, "../../x").parent.parent == tmp_path / "_gc"
+    report = GarbageReport(True, T0, (1,), kept=())
+    write_report(path, report)
+    write_report(path, report)  # a retried task rewrites it
+    assert json.loads(path.read_text()) == report.to_json()
+    assert [p.name for p in path.parent.iterdir()] == ["report.json"]  # no temporary file left
+
+
+def test_gc_deletes_report_folders_older_than_the_history_retention_but_not_in_a_dry_run(wh):
+    now = T0 + 100 * DAY
+    old, recent = (report_path(wh.root, f"layout_gc__run-{n}") for n in ("old", "recent"))
+    for path, when in ((old, now - 31 * DAY), (recent, now - 29 * DAY)):
+        write_report(path, GarbageReport(False, when))
+        set_mtime(path.parent, when)
+    (wh.root / "_gc" / "stray.json").write_text("{}")  # not a run's folder: left alone
+
+    assert wh.gc(now=now, dry_run=True, history_retention=30 * DAY).reports_deleted == 0
+    assert wh.gc(now=now).reports_deleted == 0  # no retention given: kept
+    assert old.exists()
+    report = wh.gc(now=now, history_retention=30 * DAY)
+    assert report.reports_deleted == 1 and report.numbers()["reports_deleted"] == 1
+    assert sorted(p.name for p in (wh.root / "_gc").iterdir()) == ["layout_gc__run-recent", "stray.json"]
 
 
 def test_dry_run_deletes_and_records_nothing(wh, three):
@@ -368,14 +396,34 @@ def test_gc_dag_task_collects_garbage_and_returns_numbers(gc_dag, wh, three, mon
     monkeypatch.setenv("LAYOUT_CATALOG_URL", wh.catalog.url)
     monkeypatch.setenv("LAYOUT_WAREHOUSE", str(wh.root))
     collect = gc_dag.get_task("collect_garbage").python_callable
+    v1, v2, _ = three
 
-    assert collect(params={"older_than": "0s", "dry_run": True})["versions_purged"] == 2
+    dry = collect(params={"older_than": "0s", "dry_run": True}, dag=gc_dag, run_id="manual__dry:1")
+    assert dry["versions_purged"] == 2
     assert wh.states(*three) == ["retired", "retired", "active"]
-    numbers = collect(params={"older_than": "0s", "dry_run": False})
+    # the whole report, a dry run's too, under the staged run id (as the plugin's run page reads it)
+    written = json.loads(report_path(wh.root, "layout_gc__manual__dry:1").read_text())
+    assert {k: written[k] for k in dry} == dry and written["purged_version_ids"] == [v1, v2]
+    assert written["dry_run"] is True and len(written["folders"]) == 4
+
+    run_id = "scheduled__2024-03-11T00:00:00+00:00"
+    numbers = collect(params={"older_than": "0s", "dry_run": False}, dag=gc_dag, run_id=run_id)
     assert numbers == {"dry_run": False, "versions_purged": 2, "block_folders_deleted": 4,
-                       "staging_folders_deleted": 3, "bytes_freed": 1300, "kept": 0, "history_pruned": 0}
+                       "staging_folders_deleted": 3, "bytes_freed": 1300, "kept": 0, "history_pruned": 0,
+                       "reports_deleted": 0}
     json.dumps(numbers)  # an XCom
     assert wh.states(*three) == ["purged", "purged", "active"]
+    path = report_path(wh.root, f"layout_gc__{run_id}")
+    assert path.parent.name == "layout_gc__scheduled__2024-03-11T00_00_00_00_00"
+    written = json.loads(path.read_text())
+    assert {k: written[k] for k in numbers} == numbers
+    assert written["purged_version_ids"] == [v1, v2] and written["kept_items"] == []
+    assert sorted(Path(f["path"]).name for f in written["staging"]) == ["run-1", "run-2", "run-3"]
+    # the plugin shows it
+    from layout_core.airflow_plugin import read_gc_run
+
+    shown = read_gc_run(wh.root, "layout_gc", run_id)
+    assert shown.problem is None and shown.report["versions_purged"] == 2 and shown.report["bytes_freed"] == 1300
 
 
 @pytest.mark.slow
@@ -387,6 +435,8 @@ def test_airflow_runs_the_gc_dag(wh, three, tmp_path):
     run_dag_test(env, "layout_gc", {"older_than": "0s", "dry_run": False}, log_file=tmp_path / "dag.log")
     assert wh.states(*three) == ["purged", "purged", "active"]
     assert len(wh.catalog.purges()) == 4 + 3
+    [path] = (wh.root / "_gc").glob("layout_gc__*/report.json")  # the task wrote its report
+    assert json.loads(path.read_text())["versions_purged"] == 2
 
 
 @pytest.mark.slow
