@@ -67,31 +67,21 @@ def load_settings(**overrides: str | None) -> Settings:
         catalog_url=pick("catalog_url", f"sqlite:///{default_db}"),
         warehouse=pick("warehouse", str((DEFAULT_HOME / "warehouse").resolve())),
         schema=pick("schema", "tpch"),
-        range_sets=_range_sets(pick("range_sets", "16")),
-        history_retention_days=_retention_days(pick("history_retention_days", "30")),
+        # n_r of the range-set statistics (1: min/max only); days of query history kept
+        range_sets=_bounded_int("range_sets", pick("range_sets", "16"), 1, 256),
+        history_retention_days=_bounded_int("history_retention_days", pick("history_retention_days", "30"), 1, 3650),
     )
     if settings.catalog_url.startswith("sqlite:///"):
         Path(settings.catalog_url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     return settings
 
 
-def _range_sets(text) -> int:
-    """n_r of the range-set statistics: 1 (min/max only) to 256."""
+def _bounded_int(name: str, text, low: int, high: int) -> int:
+    """An integer setting from `low` to `high`, or a ConfigError naming it."""
     try:
         value = int(str(text))
     except ValueError:
-        value = 0
-    if not 1 <= value <= 256:
-        raise ConfigError(f"range_sets must be an integer from 1 to 256, not {text!r}")
-    return value
-
-
-def _retention_days(text) -> int:
-    """Days of query history kept: 1 to 3650."""
-    try:
-        value = int(str(text))
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 3650:
-        raise ConfigError(f"history_retention_days must be an integer from 1 to 3650, not {text!r}")
+        value = low - 1
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be an integer from {low} to {high}, not {text!r}")
     return value
