@@ -641,6 +641,10 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
 
+    from .bench.shift import add_shift_parser
+
+    add_shift_parser(bench)
+
     dt = sub.add_parser("dag-test", help="run layout_nightly or layout_star_nightly once, in-process")
     dt.add_argument("dag_id", choices=["layout_nightly", "layout_star_nightly", "layout_gc"])
     dt.add_argument("--conf", default="{}", help="the DAG's params as a JSON object")

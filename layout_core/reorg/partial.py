@@ -159,7 +159,9 @@ def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Sc
                                       "subtrees_total": shift.subtrees_total})
         partitions.append(shift.partition)
     numbers = {"table": table, "partitions": partitions, "reward": round(report.reward, 3),
-               "reason": report.reason, "seconds": round(time.monotonic() - t0, 2)}
+               "reason": report.reason, "seconds": round(time.monotonic() - t0, 2),
+               # every partition measured, chosen or not (the benchmark counts their subtrees)
+               "measured": [{k: v for k, v in p.to_json().items() if k != "chosen"} for p in report.partitions]}
     write_json(marker, numbers)
     log.info("plan_reorg %s: %s", table, report.reason)
     return numbers

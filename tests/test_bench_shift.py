@@ -1,0 +1,164 @@
+"""`layout bench shift` (MTO §6.5.1): the helpers, and the benchmark end to end at a tiny scale."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from layout_core.bench import shift
+
+
+def _result(old=1000, full=600, partial=None, full_seconds=100.0, unchanged=0.0):
+    partial = partial or {"200": {"blocks_read": 640, "blocks_rewritten": 30, "blocks_total": 100,
+                                  "reoptimize_seconds": 5.0, "subtrees_evaluated": 10, "subtrees_total": 40}}
+    return {"old": {"blocks_read": old, "blocks_total": 100, "tables": {}},
+            "full": {"blocks_read": full, "blocks_rewritten": 100, "seconds": full_seconds, "blocks_written": 90},
+            "partial": partial, "unchanged_window_reward": unchanged}
+
+
+def test_default_block_rows_keep_lineitem_at_forty_blocks_or_more():
+    assert shift.default_block_rows(1) == 10_000
+    assert shift.default_block_rows(10) == 10_000
+    assert shift.default_block_rows(0.1) == 10_000  # 600k rows: 60 blocks
+    assert shift.default_block_rows(0.01) == 1_000  # 60k rows: 60 blocks
+    assert shift.default_block_rows(0.05) == 5_000
+    for sf in (0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.5):
+        assert shift.LINEITEM_ROWS_SF1 * sf / shift.default_block_rows(sf) >= shift.MIN_LINEITEM_BLOCKS, sf
+    with pytest.raises(ValueError):
+        shift.default_block_rows(0)
+
+
+def test_the_mixes_are_eighty_twenty():
+    assert shift.mix_counts(8) == (8, 2)
+    assert shift.mix_counts(4) == (4, 1)
+    assert shift.mix_counts(1) == (1, 1)  # at least one instance of every template
+
+
+def test_recovery_ratios_and_targets():
+    assert shift.recovery(1000, 640, 600) == pytest.approx(0.9)
+    assert shift.recovery(1000, 1000, 600) == 0.0
+    assert shift.recovery(1000, 580, 600) == pytest.approx(1.05)  # the partial one can beat the full one
+    assert shift.recovery(1000, 900, 1000) is None  # no reduction to recover
+    assert shift.recovery(1000, 900, 1100) is None
+
+    r = _result()
+    assert shift.ratios(r) == {"200": {"recovery": 0.9, "rewritten_fraction": 0.3, "reoptimize_vs_full": 0.05,
+                                       "subtrees_fraction": 0.25}}
+    t = shift.targets(r)
+    assert {k: v["met"] for k, v in t.items()} == {"recovery": True, "rewritten_fraction": True,
+                                                    "reoptimize_vs_full": True, "unchanged_window_reward": True}
+    assert all(v["by"] == 0 for v in t.values())
+
+    missed = shift.targets(_result(partial={"200": {
+        "blocks_read": 800, "blocks_rewritten": 70, "blocks_total": 100, "reoptimize_seconds": 25.0,
+        "subtrees_evaluated": 0, "subtrees_total": 0}}, unchanged=3.5))
+    assert missed["recovery"] == {"value": 0.5, "target": 0.9, "met": False, "by": 0.4}
+    assert missed["rewritten_fraction"] == {"value": 0.7, "target": 0.5, "met": False, "by": 0.2}
+    assert missed["reoptimize_vs_full"] == {"value": 0.25, "target": 0.1, "met": False, "by": 0.15}
+    assert missed["unchanged_window_reward"]["met"] is False
+    # the full re-layout reduced nothing: the recovery target cannot be met
+    assert shift.targets(_result(full=1000))["recovery"] == {"value": None, "target": 0.9, "met": False, "by": None}
+    assert shift.targets(_result(), target_q=500) == {}  # no such q measured
+
+
+def test_monotone():
+    assert shift.monotone([0, 0, 49, 50]) and shift.monotone([]) and not shift.monotone([0, 0, 49, 46])
+
+
+def test_the_json_line_has_exactly_the_issues_fields():
+    r = _result()
+    r["partial"]["200"].update({"rows_read": 5, "reorganized": {}, "seconds": 9.0})
+    line = shift.json_line(r)
+    assert line == {"old": {"blocks_read": 1000},
+                    "full": {"blocks_read": 600, "blocks_rewritten": 100, "seconds": 100.0},
+                    "partial": {"200": {"blocks_read": 640, "blocks_rewritten": 30, "blocks_total": 100,
+                                        "reoptimize_seconds": 5.0, "subtrees_evaluated": 10, "subtrees_total": 40}},
+                    "unchanged_window_reward": 0.0}
+
+
+def test_catalog_copies_reserve_disjoint_block_ids(tmp_path):
+    from layout_core.catalog import Catalog
+
+    base = tmp_path / "base.db"
+    with Catalog(f"sqlite:///{base}") as catalog:
+        catalog.register_table("lineitem", str(tmp_path / "wh" / "lineitem"))
+        catalog.begin_version("lineitem", "", "mto", {}, "night-1", 50)
+    starts = []
+    for i in range(3):
+        copy = shift.copy_catalog(base, tmp_path / f"q{i}.db")
+        with Catalog(f"sqlite:///{copy}") as catalog:
+            shift.reserve_block_id_gap(catalog, ["lineitem"], i, f"q{i}")
+            gap = [v for v in catalog.versions("lineitem") if v.optimizer == "bench-gap"]
+            assert [v.state for v in gap] == ["failed"]
+            _, new = catalog.begin_version("lineitem", "", "mto", {}, "reorg", 40)
+            starts.append(new)
+    for a, b in zip(starts, starts[1:]):
+        assert a.stop <= b.start  # no copy's new blocks share a folder with another's
+    with Catalog(f"sqlite:///{base}") as catalog:  # the base catalog itself is untouched
+        assert [v.run_id for v in catalog.versions("lineitem")] == ["night-1"]
+
+
+def test_the_parser_adds_layout_bench_shift():
+    parser = argparse.ArgumentParser(prog="layout bench")
+    shift.add_shift_parser(parser.add_subparsers(dest="bench_command", required=True))
+    args = parser.parse_args(["shift", "--sf", "0.1", "--json"])
+    assert args.func is shift.cmd_bench_shift
+    assert (args.sf, args.block_rows, args.per_template, args.q, args.w, args.json) == (
+        0.1, None, 8, "100,200,500,1000", 100.0, True)
+    assert "shift" in parser.format_help()
+
+
+@pytest.mark.slow
+def test_the_benchmark_end_to_end_at_a_tiny_scale(tmp_path):
+    """SF 0.01, 2 queries per template, blocks of 1000 rows (lineitem about 50 blocks),
+    without the gentle shift (it lays all tables out once more); about 4 minutes here."""
+    work = tmp_path / "shift"
+    # its own process, as a user runs it: the benchmark starts and stops a SparkSession of its own
+    done = subprocess.run(
+        [sys.executable, "-m", "layout_core.bench.shift", "--sf", "0.01", "--per-template", "2",
+         "--block-rows", "1000", "--no-gentle", "--work", str(work), "--json"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1
+    r = json.loads(lines[0])
+
+    assert set(r) == {"old", "full", "partial", "unchanged_window_reward"}
+    assert set(r["old"]) == {"blocks_read"} and isinstance(r["old"]["blocks_read"], int)
+    assert set(r["full"]) == {"blocks_read", "blocks_rewritten", "seconds"}
+    assert isinstance(r["full"]["blocks_read"], int) and isinstance(r["full"]["blocks_rewritten"], int)
+    assert isinstance(r["full"]["seconds"], float) and r["full"]["seconds"] > 0
+    assert list(r["partial"]) == ["100", "200", "500", "1000"]
+    fields = {"blocks_read": int, "blocks_rewritten": int, "blocks_total": int, "reoptimize_seconds": float,
+              "subtrees_evaluated": int, "subtrees_total": int}
+    for p in r["partial"].values():
+        assert set(p) == set(fields)
+        assert all(isinstance(p[k], t) for k, t in fields.items()), p
+        assert 0 <= p["blocks_rewritten"] <= p["blocks_total"]
+        assert 0 <= p["subtrees_evaluated"] <= p["subtrees_total"]
+    assert isinstance(r["unchanged_window_reward"], float)
+
+    assert r["full"]["blocks_read"] <= r["old"]["blocks_read"]
+    assert r["unchanged_window_reward"] == 0
+    # q <= w: reorganizing can never pay off, so nothing is measured or rewritten.
+    assert r["partial"]["100"]["blocks_rewritten"] == 0 and r["partial"]["100"]["subtrees_evaluated"] == 0
+    # Not asserted: that a larger q never rewrites fewer blocks. The exact optimal set guarantees it
+    # (for q1 < q2 and optimal sets S1, S2, adding R_q1(S1) >= R_q1(S2) and R_q2(S2) >= R_q2(S1)
+    # gives B(S2) >= B(S1), then C(S2) >= C(S1); B does not depend on q, and the sample is a row
+    # hash, the same in every copy). But the pruned search the DAG runs is exact only while the
+    # greedy trees T' keep MTO's property 2, B(T) >= B(T_L) + B(T_R) (reorg/optimal_set.py); where
+    # one breaks it, pruning may miss a set at one q and not at another. At this scale it held when
+    # measured (0, 0, 50, 50 blocks rewritten); at SF 0.1 it did not (0, 0, 49, 46): at q = 1000 the
+    # pruned search missed the orders subtree (5 blocks, reward 7) it chose at q = 500, which the
+    # exhaustive search (prune=False) still finds, its trees breaking property 2 at 4 nodes.
+
+    full = json.loads((work / "result.json").read_text())
+    assert full["old"]["blocks_total"] == r["partial"]["200"]["blocks_total"]
+    assert set(full["targets"]) == {"recovery", "rewritten_fraction", "reoptimize_vs_full",
+                                    "unchanged_window_reward"}
+    assert (work / "shift_blocks_read.png").stat().st_size > 0
