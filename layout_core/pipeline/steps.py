@@ -177,15 +177,34 @@ def source_frames(spark, schema: Schema, paths_by_table: dict[str, list[str]]) -
             for table, paths in paths_by_table.items()}
 
 
-def _keys_file(paths: RunPaths, position: int) -> Path:
+def keys_file(paths: RunPaths, position: int) -> Path:
+    """Where a run keeps the literal keys (Roaring bitmap) of its join-induced cut `position`."""
     return paths.file("literal_keys") / f"cut{position}.roaring"
 
 
-def _literal_keys(paths: RunPaths, position: int) -> bytes:
-    keys = _keys_file(paths, position)
-    if not keys.exists():
-        raise StepError(f"{keys} is missing: run featurize again")
-    return keys.read_bytes()
+def cut_records(paths: RunPaths, entries, step: str = "featurize") -> list:
+    """Catalog records of featurized cuts, join-induced ones with their literal keys
+    read back from the run's staging folder (`step` wrote them)."""
+    records = []
+    for c in entries:
+        keys = None
+        if c.kind == "join_induced":
+            path = keys_file(paths, c.position)
+            if not path.exists():
+                raise StepError(f"{path} is missing: run {step} again")
+            keys = path.read_bytes()
+        records.append(CutRecord(c.position, c.predicate, c.sql, c.kind, path=c.path, literal_keys=keys,
+                                 source_versions=c.source_versions))
+    return records
+
+
+def frames_of_versions(spark, catalog: Catalog, schema: Schema, versions) -> dict:
+    """The data of the dimension layout versions `versions` ((table, version id) pairs) that
+    join-induced cut bits were computed from, read from their block folders."""
+    by_table: dict[str, list[str]] = {}
+    for t, v in sorted(set(versions)):
+        by_table.setdefault(t, []).extend(catalog.block_paths(v))
+    return source_frames(spark, schema, by_table) if by_table else {}
 
 
 def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, optimizer: str,
@@ -228,7 +247,7 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
         induced = {}
         if cut.kind == "join_induced":
             keys = literal_keys(frames, cut.predicate)
-            keys_path = _keys_file(paths, position)
+            keys_path = keys_file(paths, position)
             keys_path.parent.mkdir(parents=True, exist_ok=True)
             keys_path.write_bytes(keys.serialize())
             induced = {"path": tuple(str(h) for h in cut.predicate.hops), "literal_keys": len(keys),
@@ -387,7 +406,8 @@ def rows_fingerprint(df, columns: Sequence[str]) -> tuple[int, int]:
     return int(row["n"]), int(row["h"])
 
 
-def _written_frame(spark, table: TableSchema, written: WrittenBlocks):
+def written_frame(spark, table: TableSchema, written):
+    """The rows of the written blocks (an artifact with `.blocks`: str(id) -> {"path"}), or None."""
     from ..spark.blocks import BLOCK_COLUMN
 
     block_paths = [b["path"] for b in written.blocks.values()]
@@ -410,7 +430,7 @@ def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict
         raise StepError(reason)
     ingested = read_step_artifact(paths, IngestSummary, "verify")
     expected = (ingested.rows, int(ingested.checksum))
-    frame = _written_frame(spark, table, written)
+    frame = written_frame(spark, table, written)
     actual = rows_fingerprint(frame, table.column_names) if frame is not None else (0, 0)
     if expected != actual:
         reason = (f"verify failed: input has {expected[0]} rows (checksum {expected[1]}), "
@@ -480,15 +500,10 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     predicates = [loads(c.predicate) for c in features.cuts]
     # the bits of join-induced cuts come from the dimension versions featurize used
     source_versions = {(t, v) for c in features.cuts for t, v in c.source_versions}
-    frames = {}
-    if source_versions:
-        if schema is None:
-            raise StepError("join-induced cuts need the schema of their dimension tables")
-        by_table: dict[str, list[str]] = {}
-        for t, v in sorted(source_versions):
-            by_table.setdefault(t, []).extend(catalog.block_paths(v))
-        frames = source_frames(spark, schema, by_table)
-    frame = _written_frame(spark, table, written)
+    if source_versions and schema is None:
+        raise StepError("join-induced cuts need the schema of their dimension tables")
+    frames = frames_of_versions(spark, catalog, schema, source_versions)
+    frame = written_frame(spark, table, written)
     summaries, lineage = [], {}
     if frame is not None:
         flagged = with_bit_vector(with_layout_cut_flags(frame, predicates, frames), len(predicates)).cache()
@@ -500,10 +515,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         meta = written.blocks[str(s.block_id)]
         blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"], s.stats, s.union_bits,
                                   s.all_bits, leaves=lineage.get(s.block_id, ())))
-    records = [CutRecord(c.position, c.predicate, c.sql, c.kind, path=c.path,
-                         literal_keys=_literal_keys(paths, c.position) if c.kind == "join_induced" else None,
-                         source_versions=c.source_versions)
-               for c in features.cuts]
+    records = cut_records(paths, features.cuts)
     try:
         catalog.set_cuts(version, records)
         catalog.set_plan(version, plan.to_json())

@@ -39,11 +39,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..catalog import BlockRecord, Catalog, CatalogError, CutRecord
-from ..optimize.qdtree import Node, leaf_blocks, leaves, tree_from_json, tree_to_json
+from ..catalog import BlockRecord, Catalog, CatalogError
+from ..optimize.qdtree import Node, breadth_first, leaf_blocks, leaves, tree_from_json, tree_to_json
 from ..optimizers import CandidateCut
 from ..pipeline.artifacts import CutEntry, write_artifact, write_json
-from ..pipeline.steps import RunPaths, StepError, node_records, read_step_artifact, record_metrics, rows_fingerprint
+from ..pipeline.steps import (RunPaths, StepError, cut_records, frames_of_versions, keys_file, node_records,
+                              read_step_artifact, record_metrics, rows_fingerprint, written_frame)
 from ..predicates import dumps, loads
 from ..schema import Schema, TableSchema
 from .shift import PartitionModel, ShiftSettings, measure_shift
@@ -148,7 +149,7 @@ def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Sc
         for entry in plan.cuts:
             if entry.kind == "join_induced":
                 keys = literal_keys(model.frames, loads(entry.predicate))
-                target = paths.file("literal_keys") / f"cut{entry.position}.roaring"
+                target = keys_file(paths, entry.position)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(keys.serialize())
         write_artifact(paths.staging, plan)
@@ -230,12 +231,7 @@ def _moved_blocks(layout, plan: ReorgPlan) -> dict[int, int]:
 
 
 def _dimension_frames(spark, catalog: Catalog, schema: Schema, plan: ReorgPlan) -> dict:
-    from ..pipeline.steps import source_frames
-
-    by_table: dict[str, list[str]] = {}
-    for t, v in sorted({tv for c in plan.cuts for tv in c.source_versions}):
-        by_table.setdefault(t, []).extend(catalog.block_paths(v))
-    return source_frames(spark, schema, by_table) if by_table else {}
+    return frames_of_versions(spark, catalog, schema, (tv for c in plan.cuts for tv in c.source_versions))
 
 
 def write_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dict:
@@ -303,16 +299,6 @@ def write_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dic
 # verify_reorg
 
 
-def _written_frame(spark, table: TableSchema, written: WrittenReorg):
-    from ..spark.blocks import BLOCK_COLUMN
-
-    block_paths = [b["path"] for b in written.blocks.values()]
-    if not block_paths:
-        return None
-    frame = spark.read.option("basePath", str(Path(block_paths[0]).parent)).parquet(*block_paths)
-    return frame.select(*table.column_names, BLOCK_COLUMN)
-
-
 def verify_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dict:
     """The written blocks hold exactly the rows of the blocks they replace; else the version fails."""
     t0 = time.monotonic()
@@ -321,7 +307,7 @@ def verify_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> di
     written = read_step_artifact(paths, WrittenReorg, "verify_reorg")
     table = schema.table(plan.table)
     missing = [b["path"] for b in written.blocks.values() if not Path(b["path"]).is_dir()]
-    frame = None if missing else _written_frame(spark, table, written)
+    frame = None if missing else written_frame(spark, table, written)
     actual = rows_fingerprint(frame, table.column_names) if frame is not None else (0, 0)
     expected = (written.moved_rows, int(written.moved_checksum))
     if missing or actual != expected:
@@ -345,13 +331,7 @@ def grafted_tree(base_root: Node, base_node_ids: tuple[int, ...], plan: ReorgPla
     index_of = {node_id: i for i, node_id in enumerate(base_node_ids)}
     chosen = {index_of[s.node_id]: (i, tree_from_json(json.loads(s.tree))) for i, s in enumerate(plan.subtrees)}
     # breadth-first indices of the base tree's nodes (the numbering of base_node_ids)
-    order, queue = [], [base_root]
-    while queue:
-        node = queue.pop(0)
-        order.append(node)
-        if not node.is_leaf:
-            queue += [node.left, node.right]
-    index = {id(node): i for i, node in enumerate(order)}
+    index = {id(node): i for i, node in enumerate(breadth_first(base_root))}
     kept: dict[int, int] = {}
     new_leaf_of: list[dict[int, int]] = [{} for _ in plan.subtrees]
     counter = [0]
@@ -416,7 +396,7 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
         for leaf, (first, n) in enumerate(zip(s.leaf_first_block, s.leaf_n_blocks)):
             for b in range(first, first + n):
                 leaf_of_new_block[written.first_block_id + b] = new_leaf_of[i][leaf]
-    frame = _written_frame(spark, table, written)
+    frame = written_frame(spark, table, written)
     if frame is not None:
         flagged = with_bit_vector(with_layout_cut_flags(frame, [loads(c.predicate) for c in plan.cuts],
                                                          _dimension_frames(spark, catalog, schema, plan)), m)
@@ -425,11 +405,7 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
             blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"], s.stats,
                                       ((1 << k) - 1) | (s.union_bits << k), s.all_bits << k,
                                       leaves=((leaf_of_new_block[s.block_id],),)))
-    cuts = list(layout.cuts) + [
-        CutRecord(c.position, c.predicate, c.sql, c.kind, path=c.path,
-                  literal_keys=(paths.file("literal_keys") / f"cut{c.position}.roaring").read_bytes()
-                  if c.kind == "join_induced" else None, source_versions=c.source_versions)
-        for c in plan.cuts]
+    cuts = list(layout.cuts) + cut_records(paths, plan.cuts, "plan_reorg")
     plan_json = {"optimizer": plan.optimizer, "reorganized_from": plan.base_version,
                  "subtrees": [{"node": s.node_id, "old_leaves": list(s.old_leaves), "reward": s.reward}
                               for s in plan.subtrees],
