@@ -206,6 +206,17 @@ def leaves(root: Node) -> Iterator[Node]:
             stack.append(node.left)
 
 
+def breadth_first(root: Node) -> list[Node]:
+    """Every node, root first, level by level, left child before right (iterative)."""
+    order, head = [root], 0
+    while head < len(order):
+        node = order[head]
+        head += 1
+        if not node.is_leaf:
+            order += [node.left, node.right]
+    return order
+
+
 def describe(node: Node, cut_names: Sequence[str] | None = None) -> str:
     """Indented text rendering for logs: 'yes' is the bit-1 (left) side."""
 

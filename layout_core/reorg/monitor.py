@@ -11,7 +11,6 @@ import argparse
 import datetime as dt
 import json
 import logging
-import re
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -25,8 +24,9 @@ REPORT_VERSION = 1
 
 def report_path(warehouse: str | Path, run_id: str) -> Path:
     """Where one monitor run keeps its report (a retried task rewrites it)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
-    return Path(warehouse) / "_monitor" / safe / "shift.json"
+    from ..pipeline.steps import staging_name
+
+    return Path(warehouse) / "_monitor" / staging_name(run_id) / "shift.json"
 
 
 def monitor_tables(spark, catalog, schema, tables: Sequence[str], settings: ShiftSettings,

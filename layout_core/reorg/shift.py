@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..catalog import ActiveLayout, CatalogSnapshot, QueryRecord, TreeNodeRecord
+from ..catalog.records import tree_roots
 from ..optimize.qdtree import Node, leaves
 from ..schema import Schema, TableSchema
 from ..sql.analysis import QueryAnalysis, QueryError, analyze
@@ -136,8 +137,7 @@ def old_tree(layout: ActiveLayout) -> OldTree:
 
 def _tree_from_records(nodes: Sequence[TreeNodeRecord]) -> tuple[Node, tuple[int, ...]]:
     by_id = {n.node_id: n for n in nodes}
-    children = {c for n in nodes if not n.is_leaf for c in (n.left, n.right)}
-    (root_id,) = [n.node_id for n in nodes if n.node_id not in children]
+    (root_id,) = tree_roots(nodes)[0]
     order, queue = [], deque([root_id])
     while queue:
         node = by_id[queue.popleft()]

@@ -47,13 +47,13 @@ with leaves of at least block_rows / scale sampled rows (`min_leaf_rows`).
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..optimize.fineblock import VectorCounts
-from ..optimize.qdtree import Node, Workload, _router_skip, greedy_tree, leaf_blocks, leaves, route_vectors
+from ..optimize.qdtree import (Node, Workload, _router_skip, breadth_first, greedy_tree, leaf_blocks, leaves,
+                              route_vectors)
 
 __all__ = ["OldSubtrees", "old_subtrees", "SubtreeBenefits", "min_leaf_rows"]
 
@@ -106,18 +106,9 @@ def old_subtrees(vc: VectorCounts, old_root: Node, workload: Workload, block_row
         leaf_of_vector = route_vectors(old_root, vc.vectors)
     root = _with_leaf_vectors(old_root, vc, np.asarray(leaf_of_vector, dtype=np.int64))
 
-    order: list[Node] = []  # breadth-first
-    children: list[tuple[int, int] | None] = []
-    queue = deque([root])
-    while queue:
-        node = queue.popleft()
-        order.append(node)
-        if node.is_leaf:
-            children.append(None)
-        else:
-            first = len(order) + len(queue)  # the index the left child will get
-            children.append((first, first + 1))
-            queue.extend((node.left, node.right))
+    order = breadth_first(root)
+    index = {id(node): i for i, node in enumerate(order)}
+    children = [None if node.is_leaf else (index[id(node.left)], index[id(node.right)]) for node in order]
 
     leaf_ids, leaf_block_counts, leaf_reads = _leaf_costs(vc, root, workload, block_rows, scale)
     blocks_of_leaf = dict(zip(leaf_ids.tolist(), leaf_block_counts.tolist()))
