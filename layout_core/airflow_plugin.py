@@ -960,6 +960,18 @@ def _yes_no(value: bool) -> str:
     return "<strong>yes</strong>" if value else "no"
 
 
+def _unread_report(run, kind: str, when: str) -> str:
+    """The box saying a monitor or gc run's report is not there yet (`when` says when it will
+    be) or cannot be read (why); "" when it was read."""
+    if not run.written:
+        return (f"<div class=\"box\"><p><strong>The {kind} run has not written its report yet.</strong></p>"
+                f"<p class=\"note\">{_e(when)}</p></div>")
+    if run.problem is not None:
+        return (f"<div class=\"box\"><p><strong>The {kind} run has not written a report this page can read."
+                f"</strong></p><p class=\"note\">{_e(run.problem)}.</p></div>")
+    return ""
+
+
 def render_monitor(run: MonitorRun, base: str = "") -> str:
     """The page of one layout_workload_monitor run: per table its shift reward and decision, per
     partition the subtrees chosen (from the run's report)."""
@@ -967,13 +979,9 @@ def render_monitor(run: MonitorRun, base: str = "") -> str:
     head = (f"<p class=\"note\">DAG <code>{_e(run.dag_id)}</code>, run <code>{_e(run.run_id)}</code>: the workload "
             "monitor's report (measure_shift), per laid-out table the reward (q/w)·B(T) − C(T) of re-laying out "
             "qd-tree subtrees T for the recent queries.</p>")
-    if not run.written:
-        return _page(title, head + "<div class=\"box\"><p><strong>The monitor run has not written its report "
-                     "yet.</strong></p><p class=\"note\">measure_shift writes it when it is done; emit_shift_events "
-                     "then reads it.</p></div>", base)
-    if run.problem is not None:
-        return _page(title, head + "<div class=\"box\"><p><strong>The monitor run has not written a report this "
-                     f"page can read.</strong></p><p class=\"note\">{_e(run.problem)}.</p></div>", base)
+    missing = _unread_report(run, "monitor", "measure_shift writes it when it is done; emit_shift_events then reads it.")
+    if missing:
+        return _page(title, head + missing, base)
     s = run.settings
     said = [f"{label} {_num(s[key])}" for key, label in (("q", "q ="), ("w", "w ="), ("window_hours", "window (hours):"))
             if s.get(key) is not None]
@@ -1058,13 +1066,10 @@ def render_gc(run: GcRun, base: str = "") -> str:
     head = (f"<p class=\"note\">DAG <code>{_e(run.dag_id)}</code>, run <code>{_e(run.run_id)}</code>: the garbage "
             "collection's report (block folders of retired and failed versions, staging folders of runs that "
             "can no longer resume).</p>")
-    if not run.written:
-        return _page(title, head + "<div class=\"box\"><p><strong>The gc run has not written its report yet."
-                     "</strong></p><p class=\"note\">collect_garbage writes it when it is done (runs of the gc "
-                     "from before the reports were written have none).</p></div>", base)
-    if run.problem is not None or run.report is None:
-        return _page(title, head + "<div class=\"box\"><p><strong>The gc run has not written a report this page "
-                     f"can read.</strong></p><p class=\"note\">{_e(run.problem)}.</p></div>", base)
+    missing = _unread_report(run, "gc", "collect_garbage writes it when it is done (runs of the gc from before "
+                                        "the reports were written have none).")
+    if missing:  # read_gc_run gives a report whenever it was written and had no problem
+        return _page(title, head + missing, base)
     r = run.report
     dry = r["dry_run"]
     verb = "would be deleted" if dry else "deleted"
