@@ -195,22 +195,20 @@ def reserve_block_id_gap(catalog, tables, copy_index: int, label: str) -> None:
 # Measuring
 
 
-def blocks_read(catalog, analyses, schema) -> dict:
+def blocks_read(catalog, queries, analyses, schema) -> dict:
     """Blocks and rows the router reads for the analyzed queries on the catalog's
-    active layouts, in total and per table (every reference, diPs off)."""
-    from ..skipping.router import RoutingIndex, route_analysis
+    active layouts, in total and per table (every reference, diPs off): B1's
+    `read_counts`, on a benchmark that lays out every table."""
+    from ..skipping.router import RoutingIndex
+    from .tpch import read_counts
 
     index = RoutingIndex.from_snapshot(catalog.snapshot())
-    blocks = rows = 0
-    by_table: dict[str, int] = {}
-    for analysis in analyses:
-        for ref in route_analysis(analysis, index, schema, dips=False).refs:
-            if ref.read_all:
-                raise RuntimeError(f"{ref.table} has no active layout: the benchmark lays out every table")
-            blocks += len(ref.blocks)
-            rows += ref.rows
-            by_table[ref.table] = by_table.get(ref.table, 0) + len(ref.blocks)
-    return {"blocks_read": blocks, "rows_read": rows, "tables": dict(sorted(by_table.items()))}
+    counts = read_counts(queries, analyses, index, schema, dips=False)
+    missing = sorted(set(counts["tables"]) - set(index.layouts))  # read in full: no active layout
+    if missing:
+        raise RuntimeError(f"{missing[0]} has no active layout: the benchmark lays out every table")
+    return {"blocks_read": counts["blocks_read"], "rows_read": counts["rows_read"],
+            "tables": {t: c["blocks_read"] for t, c in sorted(counts["tables"].items())}}
 
 
 def layout_blocks(catalog, tables) -> int:
@@ -332,7 +330,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         with Catalog(f"sqlite:///{base}") as catalog:
             result["layout_seconds"] = lay_out_all(spark, catalog, schema, warehouse, sources, train_log,
                                                    block_rows, "train-1-11")
-            result["old"] = {**blocks_read(catalog, analyses, schema),
+            result["old"] = {**blocks_read(catalog, test, analyses, schema),
                              "blocks_total": layout_blocks(catalog, STAR_ORDER)}
         log.info("old layout: %s", result["old"])
 
@@ -350,7 +348,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
             with Catalog(f"sqlite:///{copy_catalog(base, runs / f'q{q}.db')}") as catalog:
                 reserve_block_id_gap(catalog, STAR_ORDER, i, f"q{q}")
                 done = partial_reorganization(spark, catalog, schema, warehouse, q, w)
-                result["partial"][str(q)] = {**blocks_read(catalog, analyses, schema),
+                result["partial"][str(q)] = {**blocks_read(catalog, test, analyses, schema),
                                              "blocks_total": result["old"]["blocks_total"], **done}
             log.info("partial q=%s: %s", q, {k: v for k, v in result["partial"][str(q)].items()
                                              if k not in ("tables", "reorganized")})
@@ -359,7 +357,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
             reserve_block_id_gap(catalog, STAR_ORDER, len(q_values), "full")
             seconds = lay_out_all(spark, catalog, schema, warehouse, sources, window_log, block_rows,
                                   "full-relayout-12-22")
-            result["full"] = {**blocks_read(catalog, analyses, schema),
+            result["full"] = {**blocks_read(catalog, test, analyses, schema),
                               "blocks_rewritten": result["old"]["blocks_total"],
                               "blocks_written": layout_blocks(catalog, STAR_ORDER),
                               "seconds": round(sum(seconds.values()), 2), "seconds_per_table": seconds}
