@@ -2,7 +2,11 @@
 
     ingest -> featurize -> reduce -> optimize -> write_blocks -> verify -> update_catalog
 
-- layout_nightly: one new partition of one table (any optimizer);
+- layout_nightly: one new partition of one table (any optimizer), daily by
+  default: `wait_for_input` waits for the day's batch (its `source` and
+  `partition` may name the run's date, `/landing/lineitem/dt={{ ds }}`), then
+  the seven steps lay it out; a run, or a re-run of its day, activates a new
+  version of that partition only;
 - layout_star_nightly: the tables of a star or snowflake schema, one task
   group each, dimension tables first, so that the fact table's join-induced
   cuts (optimizer mto) are computed from the dimension layouts just activated.
@@ -16,18 +20,34 @@ its own work; the new layout becomes visible in the last step, in one
 catalog transaction. The catalog URL and warehouse come from the
 environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE).
 
+layout_nightly's schedule and defaults for unattended runs come from the
+environment of the Airflow processes (read when this file is parsed; a bad
+value is an import error naming the variable):
+
+    LAYOUT_NIGHTLY_SCHEDULE      cron or preset, default @daily; empty or "none": manual runs only
+    LAYOUT_NIGHTLY_CATCHUP       true/false, default false (past days: `airflow backfill create`)
+    LAYOUT_NIGHTLY_START_DATE    first logical date, default 2024-01-01
+    LAYOUT_NIGHTLY_SOURCE        default `source`, e.g. /landing/lineitem/dt={{ ds }}
+    LAYOUT_NIGHTLY_PARAMS        JSON object of other param defaults, e.g. {"query_log": "/logs/q.sql"}
+    LAYOUT_NIGHTLY_WAIT_TIMEOUT  seconds wait_for_input waits for the batch, default 21600 (6 h)
+    LAYOUT_NIGHTLY_POKE_INTERVAL seconds between its checks, default 300 (reschedule mode from
+                                 60 s up: no worker slot held while waiting; poke mode below)
+
 Kept light on purpose: no Spark or layout_core import here, so the DAG
 processor parses this file in milliseconds.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, Param, TaskGroup, chain
+from airflow.sdk import (DAG, Asset, BaseSensorOperator, CronDataIntervalTimetable, Param, PokeReturnValue,
+                         TaskGroup, chain)
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
 LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")
@@ -81,42 +101,217 @@ def spark_step(step: str, *extra_args: str, run_args: list[str] = RUN_ARGS, **kw
     )
 
 
+# --- layout_nightly: settings for unattended runs, and the sensor for the day's batch -------
+
+
+def _env_seconds(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip() or str(default)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{name} must be a whole number of seconds > 0, not {text!r}")
+    return value
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    text = os.environ.get(name, "").strip().lower()
+    if not text:
+        return default
+    if text not in ("true", "false", "1", "0", "yes", "no"):
+        raise ValueError(f"{name} must be true or false, not {text!r}")
+    return text in ("true", "1", "yes")
+
+
+def _env_schedule(name: str, default: str) -> CronDataIntervalTimetable | None:
+    """A cron expression or preset as data intervals: the run for the day D starts after D
+    ends, and its `ds` is D (Airflow 3's plain cron schedule would make `ds` the day the run
+    starts on, whose landing folder is still filling)."""
+    text = os.environ.get(name, default).strip()
+    if text.lower() in ("", "none"):
+        return None
+    try:
+        timetable = CronDataIntervalTimetable(text, timezone="UTC")
+        timetable.validate()
+        return timetable
+    except Exception as e:
+        raise ValueError(f"{name} must be a cron expression or preset such as @daily, not {text!r}: {e}") from None
+
+
+def _env_start_date(name: str, default: str) -> datetime:
+    text = os.environ.get(name, "").strip() or default
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a date such as 2024-01-01, not {text!r}") from None
+
+
+NIGHTLY_SCHEDULE = _env_schedule("LAYOUT_NIGHTLY_SCHEDULE", "@daily")
+NIGHTLY_CATCHUP = _env_bool("LAYOUT_NIGHTLY_CATCHUP", False)
+NIGHTLY_START_DATE = _env_start_date("LAYOUT_NIGHTLY_START_DATE", "2024-01-01")
+WAIT_TIMEOUT = _env_seconds("LAYOUT_NIGHTLY_WAIT_TIMEOUT", 6 * 3600)
+POKE_INTERVAL = _env_seconds("LAYOUT_NIGHTLY_POKE_INTERVAL", 300)
+
+NIGHTLY_PARAMS = {
+    "table": Param("lineitem", type="string", description="warehouse table"),
+    "partition": Param("", type="string",
+                       description="partition value (default: the run's date, {{ ds }}); may use the "
+                                   "run's date as Jinja, e.g. {{ ds_nodash }}"),
+    "source": Param("", type="string",
+                    description="Parquet path of the batch; may use the run's date as Jinja, "
+                                "e.g. /landing/lineitem/dt={{ ds }}"),
+    "ready_file": Param("", type="string",
+                        description="a file the source folder holds once the batch is complete, "
+                                    "e.g. _SUCCESS (default: any data file)"),
+    "date_column": Param("", type="string", description="column for the date range (optional)"),
+    "start": Param("", type="string",
+                   description="first date of the batch, inclusive (optional; may be {{ ds }})"),
+    "end": Param("", type="string",
+                 description="end date of the batch, exclusive (optional; may be "
+                             "{{ macros.ds_add(ds, 1) }})"),
+    "optimizer": Param("fineblock", type="string",
+                       description="a registered optimizer (`layout optimizers` lists them and their settings)"),
+    "block_rows": Param(50000, type="integer", minimum=1, description="rows per block"),
+    "settings": Param({}, type="object",
+                      description='the optimizer\'s other settings, e.g. {"sort_column": "l_shipdate"} '
+                                  'or {"trees": 3} for pando'),
+    "query_log": Param("", type="string", description="SQL file of past queries"),
+}
+
+
+def _param_defaults(params: dict) -> dict:
+    """The params with the defaults of LAYOUT_NIGHTLY_PARAMS and LAYOUT_NIGHTLY_SOURCE."""
+    text = os.environ.get("LAYOUT_NIGHTLY_PARAMS", "").strip()
+    try:
+        defaults = json.loads(text) if text else {}
+    except ValueError as e:
+        raise ValueError(f"LAYOUT_NIGHTLY_PARAMS is not JSON: {e}") from None
+    if not isinstance(defaults, dict):
+        raise ValueError(f"LAYOUT_NIGHTLY_PARAMS must be a JSON object, not {text!r}")
+    unknown = sorted(set(defaults) - set(params))
+    if unknown:
+        raise ValueError(f"LAYOUT_NIGHTLY_PARAMS names unknown params {unknown}; known: {sorted(params)}")
+    source = os.environ.get("LAYOUT_NIGHTLY_SOURCE", "").strip()
+    if source:
+        if "source" in defaults:
+            raise ValueError("set the default source in LAYOUT_NIGHTLY_SOURCE or LAYOUT_NIGHTLY_PARAMS, not both")
+        defaults["source"] = source
+    out = dict(params)
+    for name, value in defaults.items():
+        param = params[name]
+        out[name] = Param(value, description=param.description, **param.schema)
+        try:
+            out[name].resolve()
+        except Exception as e:  # ParamValidationError
+            raise ValueError(f"LAYOUT_NIGHTLY_PARAMS: {name}: {e}".splitlines()[0]) from None
+    return out
+
+
+# What the steps of a layout_nightly run read from wait_for_input's XCom (small metadata only).
+READY = "ti.xcom_pull(task_ids='wait_for_input')"
+NIGHTLY_RUN_ARGS = [
+    "--table", "{{ params.table }}",
+    "--partition", "{{ %s['partition'] }}" % READY,
+    "--run-id", "{{ %s['run_key'] }}" % READY,
+]
+
+
+class LandingSensor(BaseSensorOperator):
+    """Waits until the run's batch has landed; returns (XCom) the source, partition and date
+    range rendered for the run's logical date, and the run key the steps build one catalog
+    version under.
+
+    The params are rendered as Jinja once more here (Airflow renders `{{ params.source }}`
+    to the param's text, not the text's own template), so `/landing/lineitem/dt={{ ds }}`
+    becomes the day's folder. The run key is `<dag_id>__<run_id>`, plus `__rerun<n>` once
+    the run has been cleared n times and this task runs again: re-running a day (clearing
+    the run, or `airflow backfill create --reprocess-behavior completed`) builds a new
+    version of that partition, which retires the old one when it goes live, while clearing
+    one failed step later in the run resumes the run's own version (this task's XCom stays).
+    A missing source, or a template that needs a logical date the run lacks, fails at once;
+    a batch that never arrives fails after `timeout` seconds, naming the path."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._waiting_for = ""
+
+    def _render_param(self, text: str, context, what: str) -> str:
+        try:
+            return str(self.render_template(text, context)).strip()
+        except Exception as e:  # jinja2.UndefinedError for {{ ds }} in a run without a logical date
+            raise AirflowFailException(f"cannot render {what} {text!r} for this run: {e}") from None
+
+    def poke(self, context) -> PokeReturnValue:
+        from layout_core.landing import LandingError, missing_input
+
+        params = context["params"]
+        resolved = {
+            "source": self._render_param(params["source"], context, "source"),
+            "partition": self._render_param(params["partition"] or "{{ ds }}", context, "partition"),
+            "start": self._render_param(params["start"], context, "start"),
+            "end": self._render_param(params["end"], context, "end"),
+        }
+        if not resolved["partition"]:
+            raise AirflowFailException("the partition rendered empty: set the partition param")
+        try:
+            missing = missing_input(resolved["source"], params.get("ready_file") or "")
+        except LandingError as e:
+            raise AirflowFailException(str(e)) from None
+        if missing:
+            self._waiting_for = missing
+            self.log.info("waiting for the batch of %s %s: %s", params["table"], resolved["partition"], missing)
+            return PokeReturnValue(is_done=False)
+        dag_run = context["dag_run"]
+        clears = getattr(dag_run, "clear_number", 0) or 0
+        run_key = f"{self.dag_id}__{dag_run.run_id}" + (f"__rerun{clears}" if clears else "")
+        self.log.info("batch of %s %s is there: %s (run key %s)", params["table"], resolved["partition"],
+                      resolved["source"], run_key)
+        return PokeReturnValue(is_done=True, xcom_value={**resolved, "run_key": run_key})
+
+    def execute(self, context):
+        try:
+            return super().execute(context)
+        except AirflowSensorTimeout as e:
+            raise AirflowSensorTimeout(
+                f"the input never arrived within {self.timeout:.0f} s (LAYOUT_NIGHTLY_WAIT_TIMEOUT): "
+                f"{self._waiting_for or e}") from None
+
+
 with DAG(
     dag_id="layout_nightly",
     description="Lay out a new table partition into blocks that queries can skip",
-    schedule=os.environ.get("LAYOUT_NIGHTLY_SCHEDULE") or None,
-    **DAG_DEFAULTS,
-    params={
-        "table": Param("lineitem", type="string", description="warehouse table"),
-        "partition": Param("", type="string", description="partition value (default: the run's date)"),
-        "source": Param("", type="string", description="Parquet path of the new batch"),
-        "date_column": Param("", type="string", description="column for the date range (optional)"),
-        "start": Param("", type="string", description="first date of the batch, inclusive (optional)"),
-        "end": Param("", type="string", description="end date of the batch, exclusive (optional)"),
-        "optimizer": Param("fineblock", type="string",
-                           description="a registered optimizer (`layout optimizers` lists them and their settings)"),
-        "block_rows": Param(50000, type="integer", minimum=1, description="rows per block"),
-        "settings": Param({}, type="object",
-                          description='the optimizer\'s other settings, e.g. {"sort_column": "l_shipdate"} '
-                                      'or {"trees": 3} for pando'),
-        "query_log": Param("", type="string", description="SQL file of past queries"),
-    },
+    schedule=NIGHTLY_SCHEDULE,
+    # max_active_runs=1 (DAG_DEFAULTS): one run of this DAG at a time, whatever its table, so
+    # at most one per table; runs of other tables queue. (A backfill has its own limit: give it
+    # --max-active-runs 1.) The star and reoptimize DAGs are not serialized with it: the
+    # catalog keeps a partition consistent (one activation transaction retires the other).
+    **{**DAG_DEFAULTS, "start_date": NIGHTLY_START_DATE, "catchup": NIGHTLY_CATCHUP},
+    params=_param_defaults(NIGHTLY_PARAMS),
 ) as dag:
+    wait_for_input = LandingSensor(
+        task_id="wait_for_input",
+        timeout=WAIT_TIMEOUT,
+        poke_interval=POKE_INTERVAL,
+        # reschedule frees the worker slot between checks; below a minute poking is cheaper
+        mode="reschedule" if POKE_INTERVAL >= 60 else "poke",
+    )
     ingest = spark_step(
         "ingest",
-        "--source", "{{ params.source }}",
+        "--source", "{{ %s['source'] }}" % READY,
         "--date-column", "{{ params.date_column }}",
-        "--start", "{{ params.start }}",
-        "--end", "{{ params.end }}",
+        "--start", "{{ %s['start'] }}" % READY,
+        "--end", "{{ %s['end'] }}" % READY,
+        run_args=NIGHTLY_RUN_ARGS,
     )
-    featurize = spark_step("featurize", *FEATURIZE_ARGS)
-    reduce = spark_step("reduce")
-    optimize = spark_step("optimize")
-    write_blocks = spark_step("write_blocks")
-    verify = spark_step("verify")
-    update_catalog = spark_step("update_catalog", outlets=[LAYOUT_CATALOG])
+    featurize = spark_step("featurize", *FEATURIZE_ARGS, run_args=NIGHTLY_RUN_ARGS)
+    reduce = spark_step("reduce", run_args=NIGHTLY_RUN_ARGS)
+    optimize = spark_step("optimize", run_args=NIGHTLY_RUN_ARGS)
+    write_blocks = spark_step("write_blocks", run_args=NIGHTLY_RUN_ARGS)
+    verify = spark_step("verify", run_args=NIGHTLY_RUN_ARGS)
+    update_catalog = spark_step("update_catalog", run_args=NIGHTLY_RUN_ARGS, outlets=[LAYOUT_CATALOG])
 
-    ingest >> featurize >> reduce >> optimize >> write_blocks >> verify >> update_catalog
+    wait_for_input >> ingest >> featurize >> reduce >> optimize >> write_blocks >> verify >> update_catalog
 
 
 def table_steps(table: str, fact: bool) -> TaskGroup:

@@ -350,6 +350,19 @@ def _staged_files(warehouse: Path, staged: str, partitions: str, file_name: str)
     return sorted(found)
 
 
+def latest_staged_run_id(warehouse: Path, staged: str) -> str:
+    """The key a DAG run's steps built under last: `staged`, or `staged__rerun<n>` with the
+    largest n (layout_nightly's key once the run was cleared and wait_for_input ran again)."""
+    name = _staging_name(staged)
+    if name in ("", ".", ".."):
+        return staged
+    root = (Path(warehouse) / RUNS_FOLDER).resolve()
+    reruns = [Path(path).name[len(name) + len("__rerun"):]
+              for path in glob.glob(f"{glob.escape(str(root))}/*/*/{glob.escape(name)}__rerun*")]
+    latest = max((int(n) for n in reruns if n.isascii() and n.isdigit()), default=0)
+    return f"{staged}__rerun{latest}" if latest else staged
+
+
 def run_folders(warehouse: Path, staged: str) -> list[tuple[str, str, Path]]:
     """(table, partition, folder) of every staging folder of a run id, sorted.
 
@@ -379,7 +392,7 @@ def read_run(catalog, warehouse: Path, dag_id: str, run_id: str) -> RunReport:
     """The staging folders of one DAG run with their metrics, the versions the run built, the
     plan's expected block sizes and (for an active version) the real ones (catalog None: a
     catalog that does not exist yet, the metrics only)."""
-    staged = staged_run_id(dag_id, run_id)
+    staged = latest_staged_run_id(warehouse, staged_run_id(dag_id, run_id))
     folders = run_folders(warehouse, staged)
     tables = {t.name for t in catalog.tables()} if catalog is not None else set()
     sections = []

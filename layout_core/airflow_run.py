@@ -58,9 +58,8 @@ def run_dag_test(env: dict, dag_id: str, conf: dict, logical_date: str | None = 
                  log_file: Path | None = None) -> subprocess.CompletedProcess:
     """Run one DAG run to the end; raises ToolError (with the log tail) when it fails."""
     ensure_airflow_db(env)
-    cmd = [_airflow(), "dags", "test", dag_id, "-c", json.dumps(conf)]
-    if logical_date:
-        cmd.append(logical_date)
+    # the logical date right after the DAG id: argparse fills both positionals in one go
+    cmd = [_airflow(), "dags", "test", dag_id, *([logical_date] if logical_date else []), "-c", json.dumps(conf)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     output = done.stdout + done.stderr
     if log_file is not None:

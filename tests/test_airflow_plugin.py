@@ -779,3 +779,28 @@ def test_a_gc_run_without_a_readable_report_is_a_note(catalog_url, warehouse, tm
     response = client.get(_gc_url())
     assert response.status_code == 200 and "the report file cannot be read" in response.text
     assert _client(catalog_url, warehouse, authenticated=False).get(_gc_url()).status_code in (401, 403)
+
+
+def test_the_run_page_of_a_cleared_and_rerun_nightly_run_shows_its_latest_version(tmp_path):
+    """layout_nightly builds a cleared run's re-run under `<dag>__<run>__rerun<n>`: the run page
+    shows the latest such attempt, its version the active one."""
+    from layout_core.airflow_plugin import latest_staged_run_id, read_run
+
+    url, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "warehouse"
+    with Catalog(url, clock=Clock()) as catalog:
+        catalog.register_table("lineitem", "/warehouse/lineitem", "dt", {"columns": {"l_orderkey": "bigint"}})
+        for key, rows in ((STAGED, [500, 500]), (f"{STAGED}__rerun1", [450, 450]), (f"{STAGED}__rerun3", [300, 600])):
+            version, ids = catalog.begin_version("lineitem", "2026-01-01", "sortkey", {}, key, 2)
+            catalog.set_blocks(version, _blocks(ids, rows))
+            catalog.activate(version)
+            paths = RunPaths(warehouse, "lineitem", "2026-01-01", key)
+            paths.staging.mkdir(parents=True)
+            paths.file("metrics.json").write_text(json.dumps({"ingest": {"rows": sum(rows)}}))
+        (paths.staging.parent / f"{paths.staging.name[:-1]}x").mkdir()  # not a rerun number: ignored
+        assert latest_staged_run_id(warehouse, STAGED) == f"{STAGED}__rerun3"
+        assert latest_staged_run_id(warehouse, "layout_nightly__other") == "layout_nightly__other"
+        report = read_run(catalog, warehouse, "layout_nightly", AIRFLOW_RUN)
+    assert report.staged_run_id == f"{STAGED}__rerun3"
+    (section,) = report.sections
+    assert section.version.run_id == f"{STAGED}__rerun3" and section.version.state == "active"
+    assert section.metrics == {"ingest": {"rows": 900}}

@@ -37,8 +37,9 @@ def dagbag(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_dagbag_imports_without_errors(dagbag):
     dag = dagbag.dags["layout_nightly"]
-    assert [t.task_id for t in dag.topological_sort()] == STEPS
-    for task in dag.tasks:
+    assert [t.task_id for t in dag.topological_sort()] == ["wait_for_input", *STEPS]
+    assert dag.get_task("wait_for_input").task_type == "LandingSensor"
+    for task in (dag.get_task(step) for step in STEPS):
         assert task.task_type == "SparkSubmitOperator"
         assert task.application.endswith(f"jobs/{task.task_id}.py")
     assert {"table", "partition", "optimizer", "block_rows", "settings", "query_log"} <= set(dag.params)
