@@ -252,7 +252,7 @@ class RoutingIndex:
         )
 
 
-def _cut_is_current(source_versions, active_versions: dict[str, set[int]],
+def cut_is_current(source_versions, active_versions: dict[str, set[int]],
                     fingerprints: dict[int, str] | None = None) -> bool:
     """A join-induced cut's key set is valid while its source tables hold the data it
     was computed from: the same active versions, or versions built from the same rows
@@ -284,7 +284,7 @@ def _layout_index(layout: ActiveLayout, active_versions: dict[str, set[int]],
     n_cuts = max((c.position for c in layout.cuts), default=-1) + 1
     cuts: list[Predicate | None] = [None] * n_cuts
     for c in layout.cuts:
-        if c.kind != "join_induced" or _cut_is_current(c.source_versions, active_versions, fingerprints):
+        if c.kind != "join_induced" or cut_is_current(c.source_versions, active_versions, fingerprints):
             cuts[c.position] = loads(c.predicate)
     return LayoutIndex.from_blocks(layout.version.table, layout.blocks, cuts,
                                    layout.version.partition, layout.version.version_id, layout.trees)
@@ -356,6 +356,10 @@ class Route:
     dips_built: int = 0  # diPs computed for the query
     dips: tuple[DipEffect, ...] = ()  # the diPs that removed blocks
     dip_notes: tuple[str, ...] = ()  # join edges that carried no diP, and why
+    # Why a query that could not be analyzed reads everything: the QueryError's kind
+    # ("parse error", "unknown table", ...), or "unexpected error" (a bug, counted in
+    # UNEXPECTED_ERRORS); "" when the query was analyzed.
+    failure: str = ""
 
     def ref(self, ref_id: int) -> RefRoute | None:
         for r in self.refs:
@@ -367,6 +371,7 @@ class Route:
         names = {r.ref: r.alias or r.table for r in self.refs}
         return {
             "analyzed": self.analyzed,
+            "failure": self.failure,
             "warnings": list(self.warnings),
             "dips_built": self.dips_built,
             "dips": [{"edge": d.describe(names), "to": d.edge.to_ref,
@@ -398,10 +403,27 @@ def route_query(
     try:
         return route_analysis(analyze(sql, schema), index, schema, max_depth, dips)
     except QueryError as e:
-        return Route(sql, (), (f"reading everything: {e}",), analyzed=False)
+        return Route(sql, (), (f"reading everything: {e}",), analyzed=False, failure=e.kind)
     except Exception as e:  # noqa: BLE001 - "when in doubt, read"
-        log.exception("routing failed unexpectedly; the query reads everything")
-        return Route(sql, (), (f"reading everything: routing failed ({type(e).__name__}: {e})",), analyzed=False)
+        UNEXPECTED_ERRORS.add()
+        log.warning("routing failed unexpectedly (%d so far in this process); the query reads everything",
+                    UNEXPECTED_ERRORS.count, exc_info=True)
+        message = " ".join(str(e).split())[:200]
+        return Route(sql, (), (f"reading everything: routing failed ({type(e).__name__}: {message})",),
+                     analyzed=False, failure="unexpected error")
+
+
+class ErrorCount:
+    """How many routes failed unexpectedly (a bug, not a bad query) in this process."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self) -> None:
+        self.count += 1
+
+
+UNEXPECTED_ERRORS = ErrorCount()
 
 
 def route_analysis(

@@ -20,8 +20,11 @@ get coordinate 0.
   (dates as `unix_date` days, timestamps as `unix_micros`, decimals and longs
   cast to double, which is monotone though not injective beyond 2^53, ±inf
   clamped to the largest finite doubles so the splits stay strictly
-  increasing); quantiles from one `approxQuantile` pass over all such columns
-  (`relative_error`, default 1e-4); then `pyspark.ml.feature.Bucketizer`
+  increasing); exact quantiles (`relative_error` 0, the default) from one
+  `approxQuantile` pass over all such columns, on a row-hash sample of about
+  `QUANTILE_SAMPLE_ROWS` rows when there are more: an approximate sketch
+  (relative error > 0) depends on the rows' order and partitioning, so the
+  same input gave different blocks from run to run; then `pyspark.ml.feature.Bucketizer`
   (JVM) with the distinct quantiles as splits gives b(v) = #{distinct q <= v}
   and a literal array lookup maps b to c = #{j : q_j <= v}, which keeps
   repeated quantiles (heavy hitters) from compressing the range.
@@ -70,6 +73,10 @@ _DOUBLE_MAX = float(np.finfo(np.float64).max)
 _PREFIX_BYTES = 6  # 48 bits: exact in a double
 
 _NUMERIC = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.DecimalType)
+
+
+QUANTILE_SAMPLE_ROWS = 1_000_000  # exact quantiles of at most about this many rows (a row-hash sample)
+_SAMPLE_MODULUS = 1_000_000
 
 
 def curve_coordinate_columns(k: int) -> list[str]:
@@ -136,7 +143,7 @@ def with_curve_coordinates(
     bits: int = 16,
     *,
     quantile_bits: int = 10,
-    relative_error: float = 1e-4,
+    relative_error: float = 0.0,
     max_distinct: int = 100_000,
 ) -> DataFrame:
     """`df` plus bigint columns `_coord0.._coord{k-1}` in [0, 2^bits) (see the module doc).
@@ -183,7 +190,13 @@ def with_curve_coordinates(
         work = work.select("*", *[_order_key(_col(columns[i]), dtypes[columns[i]]).alias(q)
                                   for i, q in zip(quantiled, key_names)])
         probabilities = [j / (1 << r) for j in range(1, 1 << r)]
-        quantiles = work.approxQuantile(key_names, probabilities, relative_error)
+        sample = work
+        rows = work.count()
+        if rows > QUANTILE_SAMPLE_ROWS:  # which rows: a hash of their values, not their position
+            hashed = [_col(f.name) for f in df.schema.fields if not isinstance(f.dataType, T.MapType)]
+            sample = work.where(F.pmod(F.xxhash64(*hashed), F.lit(_SAMPLE_MODULUS))
+                                < F.lit(int(QUANTILE_SAMPLE_ROWS / rows * _SAMPLE_MODULUS)))
+        quantiles = sample.approxQuantile(key_names, probabilities, relative_error)
         bucketize_in, bucketize_out, splits = [], [], []
         for i, q_name, q in zip(quantiled, key_names, quantiles):
             if not q:  # only NULLs (or no rows)
@@ -243,7 +256,7 @@ def with_curve_key(
     bits: int = 16,
     *,
     quantile_bits: int = 10,
-    relative_error: float = 1e-4,
+    relative_error: float = 0.0,
     max_distinct: int = 100_000,
     keep_coordinates: bool = False,
 ) -> DataFrame:

@@ -72,8 +72,26 @@ from .convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predic
 DEFAULT_MAX_DEPTH = 4
 
 
+# Past these a statement is refused (QueryError, kind "too complex": the query reads
+# everything) before the work that grows faster than its size: sqlglot's qualify
+# takes time quadratic in the column references (2,000: 1.6 s, 8,000: 21 s here),
+# and a boolean or subquery nesting this deep would exhaust Python's recursion.
+# A 10,000-literal IN list has one column reference and nests nothing.
+MAX_COLUMN_REFERENCES = 1000
+MAX_NESTING = 100  # levels of nested expressions; a chain of one binary operator (a OR b OR c) is one
+
+
 class QueryError(UserError, ValueError):
-    """The statement cannot be analyzed: a parse failure, or an unknown table or column."""
+    """The statement cannot be analyzed: a parse failure, or an unknown table or column.
+
+    `kind` names the class of the failure in a few words, the same for every
+    statement of that class: "empty", "parse error", "not a query", "unknown
+    table", "unknown column", "too complex" or "not analyzed" (a construct the
+    analysis refuses)."""
+
+    def __init__(self, message: str, kind: str = "parse error"):
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -212,21 +230,55 @@ def parse_query(sql: str) -> exp.Query:
     """The sqlglot tree of one Spark SQL query, or QueryError with the reason."""
     try:
         statements = _split_tokens(_SPARK.tokenize(sql))
+        if not statements:
+            raise QueryError("empty statement: no SQL outside comments", kind="empty")
         if len(statements) != 1:
             raise QueryError(f"expected one statement, found {len(statements)}")
         first = statements[0][0]
         if first.token_type in _OTHER_STATEMENTS:
-            raise QueryError(f"not a query: a {first.text.upper()} statement")
+            raise QueryError(f"not a query: a {first.text.upper()} statement", kind="not a query")
         if first.token_type not in _QUERY_STARTS:
             raise QueryError(f"cannot parse SQL: a query does not start with {first.text!r}")
         (tree,) = _SPARK.parser().parse(statements[0], sql)
     except SqlglotError as e:
         raise QueryError(f"cannot parse SQL: {_clean_error(e)}") from None
+    except RecursionError:  # sqlglot's parser recurses once per nesting level
+        raise QueryError("too complex: the statement nests too deeply to parse", kind="too complex") from None
     if isinstance(tree, exp.Command):
         raise QueryError(f"cannot parse SQL: unsupported statement starting with {tree.name!r}")
     if not isinstance(tree, exp.Query):
-        raise QueryError(f"not a query: a {tree.key.upper()} statement")
+        raise QueryError(f"not a query: a {tree.key.upper()} statement", kind="not a query")
+    _check_size(tree)
     return tree
+
+
+def _check_size(tree: exp.Expression) -> None:
+    """QueryError (kind "too complex") past MAX_COLUMN_REFERENCES or MAX_NESTING.
+
+    Walks the tree with an explicit stack (a recursive walk would itself fail
+    on the trees it must refuse). A binary operator under one of its own type
+    (the links of a chain a OR b OR c, or a + b + c) and a parenthesis add no
+    level: sqlglot and the analysis walk such chains without recursion."""
+    columns = 0
+    stack = [(tree, 0, None)]
+    while stack:
+        node, depth, parent_type = stack.pop()
+        if isinstance(node, exp.Paren):
+            node_type = parent_type  # parentheses add no level
+        else:
+            node_type = type(node)
+            if node_type is not parent_type or not isinstance(node, exp.Binary):
+                depth += 1
+        if depth > MAX_NESTING:
+            raise QueryError(f"too complex: expressions nested more than {MAX_NESTING} levels deep",
+                             kind="too complex")
+        if isinstance(node, exp.Column):
+            columns += 1
+            if columns > MAX_COLUMN_REFERENCES:
+                raise QueryError(f"too complex: more than {MAX_COLUMN_REFERENCES} column references",
+                                 kind="too complex")
+        for child in node.iter_expressions():
+            stack.append((child, depth, node_type))
 
 
 def _split_tokens(tokens: list[Token]) -> list[list[Token]]:
@@ -242,7 +294,9 @@ def _split_tokens(tokens: list[Token]) -> list[list[Token]]:
 
 def tag_tables(tree: exp.Expression) -> list[exp.Table]:
     """Number the table nodes in traversal order; the same SQL always gets the same numbers."""
-    tables = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)]
+    # (a hint's arguments, /*+ BROADCAST(o) */, parse as tables too: they name aliases, read nothing)
+    tables = [t for t in tree.find_all(exp.Table)
+              if isinstance(t.this, exp.Identifier) and t.find_ancestor(exp.Hint) is None]
     for i, t in enumerate(tables):
         t.meta["ref_id"] = i
     return tables
@@ -253,7 +307,7 @@ def _check_tables(tree: exp.Expression, tables: list[exp.Table], schema: Schema)
     for t in tables:
         name = t.name.lower()
         if name not in cte_names and name not in schema.tables:
-            raise QueryError(f"unknown table {t.name!r}")
+            raise QueryError(f"unknown table {t.name!r}", kind="unknown table")
 
 
 # ---------------------------------------------------------------------------
@@ -268,8 +322,13 @@ def analyze(sql: str, schema: Schema) -> QueryAnalysis:
         qualified = qualify(tree, schema=sqlglot_schema(schema), dialect="spark")  # in place: the tree is ours
         scopes = list(traverse_scope(qualified))
     except SqlglotError as e:
-        raise QueryError(f"cannot resolve columns: {_clean_error(e)}") from None
-    return _Analyzer(sql, schema, scopes).run()
+        raise QueryError(f"cannot resolve columns: {_clean_error(e)}", kind="unknown column") from None
+    except RecursionError:  # _check_size should have refused such a tree; never a crash
+        raise QueryError("too complex: the statement nests too deeply to resolve", kind="too complex") from None
+    try:
+        return _Analyzer(sql, schema, scopes).run()
+    except RecursionError:
+        raise QueryError("too complex: the statement nests too deeply to analyze", kind="too complex") from None
 
 
 def sqlglot_schema(schema: Schema) -> MappingSchema:
@@ -279,13 +338,17 @@ def sqlglot_schema(schema: Schema) -> MappingSchema:
 
 
 def _and_parts(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _and_parts(node.this) + _and_parts(node.expression)
-    return [node]
+    """The conjuncts of an AND chain, left to right (a stack, not recursion: a long chain is common)."""
+    parts, stack = [], [] if node is None else [node]
+    while stack:
+        item = stack.pop()
+        while isinstance(item, exp.Paren):
+            item = item.this
+        if isinstance(item, exp.And):
+            stack += [item.expression, item.this]
+        else:
+            parts.append(item)
+    return parts
 
 
 def _unparen(node: exp.Expression) -> exp.Expression:
@@ -544,7 +607,7 @@ def _from_item(node: exp.Expression) -> exp.Expression:
     while isinstance(node, exp.Subquery) and isinstance(node.this, (exp.Table, exp.Subquery)) and not node.alias:
         node = node.this
     if node.args.get("joins"):
-        raise QueryError("a join in parentheses inside FROM is not analyzed")
+        raise QueryError("a join in parentheses inside FROM is not analyzed", kind="not analyzed")
     return node
 
 

@@ -58,16 +58,30 @@ def to_predicate(node: exp.Expression, resolve: Resolver) -> Predicate:
     """The predicate for a boolean SQL expression (NOT pushed to the atoms)."""
     if isinstance(node, exp.Paren):
         return to_predicate(node.this, resolve)
-    if isinstance(node, exp.And):
-        return conj(to_predicate(node.this, resolve), to_predicate(node.expression, resolve))
-    if isinstance(node, exp.Or):
-        return disj(to_predicate(node.this, resolve), to_predicate(node.expression, resolve))
+    if isinstance(node, (exp.And, exp.Or)):
+        # a chain of one connective (a OR b OR c ...) in one call, not one level of recursion per link
+        combine = conj if isinstance(node, exp.And) else disj
+        return combine(*(to_predicate(part, resolve) for part in _chain(node, type(node))))
     if isinstance(node, exp.Not):
         return negate(to_predicate(node.this, resolve))
     if isinstance(node, exp.Boolean):
         return TRUE if node.this else FALSE
     atom = _atom(node, resolve)
     return atom if atom is not None else _opaque(node, resolve)
+
+
+def _chain(node: exp.Expression, connective: type) -> list[exp.Expression]:
+    """The operands of a chain of `connective` (parentheses seen through), left to right."""
+    parts, stack = [], [node]
+    while stack:
+        item = stack.pop()
+        while isinstance(item, exp.Paren):
+            item = item.this
+        if isinstance(item, connective):
+            stack += [item.expression, item.this]
+        else:
+            parts.append(item)
+    return parts
 
 
 def _column(node: exp.Expression, resolve: Resolver) -> Column | None:

@@ -7,6 +7,7 @@ rest of the log is still used.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ from ..predicates import JoinInduced, atoms, to_sql
 from ..schema import Schema
 from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze, candidate_cuts
 from ..sql.statements import Statement, split_statements
+
+log = logging.getLogger("layout.workload")
 
 
 @dataclass
@@ -33,14 +36,20 @@ class TableWorkload:
 class WorkloadSummary:
     queries: int
     analyses: list[QueryAnalysis]
-    failed: list[tuple[int, str]]
+    failed: list[tuple[int, str]]  # (statement index, reason)
     tables: dict[str, TableWorkload]
+    # per entry of `failed`: QueryError's kind ("parse error", "unknown table", ...)
+    # or "unexpected error" (a bug in the analysis, also counted in `unexpected`)
+    failure_kinds: list[str] = field(default_factory=list)
+    unexpected: int = 0
 
     def to_json(self) -> dict:
         return {
             "queries": self.queries,
             "parsed": len(self.analyses),
-            "failed": [{"index": i, "error": e} for i, e in self.failed],
+            "unexpected_errors": self.unexpected,
+            "failed": [{"index": i, "kind": k, "error": e}
+                       for (i, e), k in zip(self.failed, self.failure_kinds)],
             "tables": {name: _table_json(t) for name, t in sorted(self.tables.items())},
         }
 
@@ -67,18 +76,27 @@ def analyze_statements(
 ) -> WorkloadSummary:
     key_hops = schema.key_hops()
     tables: dict[str, TableWorkload] = defaultdict(TableWorkload)
-    analyses, failed = [], []
+    analyses, failed, failure_kinds = [], [], []
+    unexpected = 0
     for index, statement in enumerate(statements):
         sql = statement.sql if isinstance(statement, Statement) else statement
         try:
             analysis = analyze(sql, schema)
+            cuts = {ref.key: candidate_cuts(analysis, ref.key, key_hops, max_depth) for ref in analysis.refs}
         except QueryError as e:
             failed.append((index, str(e)))
+            failure_kinds.append(e.kind)
+            continue
+        except Exception as e:  # noqa: BLE001 - one statement's bug must not lose the rest of the log
+            unexpected += 1
+            log.warning("statement %d: the analysis failed unexpectedly; statement skipped", index, exc_info=True)
+            failed.append((index, f"analysis failed ({type(e).__name__}: {' '.join(str(e).split())[:200]})"))
+            failure_kinds.append("unexpected error")
             continue
         analyses.append(analysis)
         seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
         for ref in analysis.refs:
-            simple, induced = candidate_cuts(analysis, ref.key, key_hops, max_depth)
+            simple, induced = cuts[ref.key]
             seen[ref.table]["predicates"].update(simple)
             seen[ref.table]["atoms"].update(a for p in simple for a in atoms(p))
             seen[ref.table]["join_induced"].update(induced)
@@ -91,20 +109,22 @@ def analyze_statements(
             t.queries += 1
             for kind, items in kinds.items():
                 getattr(t, kind).update(items)
-    return WorkloadSummary(len(statements), analyses, failed, dict(tables))
+    return WorkloadSummary(len(statements), analyses, failed, dict(tables), failure_kinds, unexpected)
 
 
 def analyze_file(path: str | Path, schema: Schema, max_depth: int = DEFAULT_MAX_DEPTH) -> WorkloadSummary:
-    return analyze_statements(split_statements(Path(path).read_text()), schema, max_depth)
+    # bytes that are not UTF-8 (a log with binary garbage) become U+FFFD: that statement fails, not the log
+    return analyze_statements(split_statements(Path(path).read_text(errors="replace")), schema, max_depth)
 
 
 def format_summary(summary: WorkloadSummary, top: int = 10) -> str:
     """A human-readable report (the JSON form has everything)."""
     lines = [
         f"{summary.queries} statements, {len(summary.analyses)} parsed, {len(summary.failed)} failed"
+        f" ({summary.unexpected} unexpected errors)"
     ]
-    for index, error in summary.failed:
-        lines.append(f"  statement {index}: {error}")
+    for (index, error), kind in zip(summary.failed, summary.failure_kinds):
+        lines.append(f"  statement {index}: {kind}: {_one_line(error)}")
     for name, t in sorted(summary.tables.items()):
         lines.append(f"\n{name}: read by {t.queries} queries")
         sections = [
@@ -121,6 +141,12 @@ def format_summary(summary: WorkloadSummary, top: int = 10) -> str:
             if len(counter) > top:
                 lines.append(f"           ... {len(counter) - top} more")
     return "\n".join(lines)
+
+
+def _one_line(text: str, width: int = 300) -> str:
+    """A reason on one line of at most `width` characters (a bad statement's text may hold newlines)."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _induced_text(p: JoinInduced) -> str:
