@@ -14,11 +14,20 @@ A version's block folders are the paths the catalog recorded for it plus the
 `verify` wrote folders but never got block rows. Block ids are reserved per
 table and never reused, so such a folder belongs to that version alone.
 
-What is never deleted: anything outside the warehouse, a folder that an
-active or building version references (checked by path), the folders of a
-version newer than its partition's active one (a failed run that may still be
-retried), and the staging folder of a run whose version is building, or failed
-and therefore resumable by a retry of that run.
+What is never deleted: anything outside the warehouse, a folder that any
+version gc keeps references (checked by path: an active or building version,
+or a retired one still within the grace period, whose folder a partial
+reorganization may share with an older version), the folders of a version
+newer than its partition's active one (a failed run that may still be
+retried; not one that began from a version that no longer serves, which
+`activate` would refuse), and the staging folder of a run whose version is
+building, or failed and therefore resumable by a retry of that run.
+
+Routes race with gc only through the grace period: a route taken from a
+snapshot just before an activation names blocks of the version that
+activation retired, and those stay (with every folder they share) until
+`retired_at` is older than the grace period. So the grace period must be
+longer than a routed query may run.
 
 Each run of the `layout_gc` DAG writes its report to `<warehouse>/_gc/<run>/report.json`
 (`report_path`, `write_report`; the Airflow plugin's run page reads it). gc
@@ -60,6 +69,7 @@ UNVERSIONED_RUN_AGE = dt.timedelta(hours=6)  # longer than any nightly step take
 UNPARTITIONED_STAGING = "_all"  # the staging folder of a table without partitions
 BLOCK_FOLDER = re.compile(r"block_id=(\d+)")  # spark.blocks.block_folder names them so
 SHARED = "referenced by an active or building version"
+SHARED_KEPT = "referenced by a version within the grace period"
 
 _DURATION = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -192,16 +202,27 @@ def _newest_change(folder: Path, now: dt.datetime) -> dt.datetime:
 
 
 class _Protected:
-    """Paths that active and building versions reference: neither they, nor a
-    folder inside one, nor a folder that contains one may be deleted."""
+    """Paths that versions gc keeps reference: neither they, nor a folder inside
+    one, nor a folder that contains one may be deleted. Each comes with the reason
+    (SHARED, or SHARED_KEPT for a version out of service within the grace period)."""
 
-    def __init__(self, paths: Iterable[str]) -> None:
-        self.paths = {_norm(p) for p in paths}
-        self.ancestors = {parent for p in self.paths for parent in p.parents}
+    def __init__(self, paths: Iterable[tuple[str, str]]) -> None:
+        self.paths: dict[Path, set[str]] = {}
+        self.ancestors: dict[Path, set[str]] = {}
+        for path, reason in paths:
+            path = _norm(path)
+            self.paths.setdefault(path, set()).add(reason)
+            for parent in path.parents:
+                self.ancestors.setdefault(parent, set()).add(reason)
 
-    def covers(self, path: Path) -> bool:
-        return (path in self.paths or path in self.ancestors
-                or any(parent in self.paths for parent in path.parents))
+    def reason(self, path: Path) -> str | None:
+        """Why the folder must stay (SHARED before SHARED_KEPT), or None."""
+        found = self.paths.get(path, set()) | self.ancestors.get(path, set())
+        for parent in path.parents:
+            found |= self.paths.get(parent, set())
+        if not found:
+            return None
+        return SHARED if SHARED in found else SHARED_KEPT
 
 
 # -------------------------------------------------------------- block folders
@@ -229,7 +250,8 @@ def _left_service_at(version: VersionInfo) -> dt.datetime:
 def _due_versions(versions: list[VersionInfo], cutoff: dt.datetime,
                   kept: list[KeptItem]) -> list[VersionInfo]:
     """Retired and failed versions out of service since before the cutoff and
-    older than the active version of their partition."""
+    older than the active version of their partition, or failed ones that began
+    from a version that no longer serves (activate would refuse them)."""
     active = {(v.table, v.partition): v.version_id for v in versions if v.state == "active"}
     due = []
     for version in versions:
@@ -240,7 +262,7 @@ def _due_versions(versions: list[VersionInfo], cutoff: dt.datetime,
         left = _left_service_at(version)
         if current is None:
             kept.append(KeptItem(name, f"{version.state}, and its partition has no active version"))
-        elif version.version_id > current:
+        elif version.version_id > current and (version.state == "retired" or version.base_version == current):
             kept.append(KeptItem(name, f"{version.state}, but newer than the active version {current}"))
         elif left >= cutoff:
             kept.append(KeptItem(name, f"{version.state} at {left.isoformat()}, within the grace period"))
@@ -258,9 +280,7 @@ def _unsafe(path: Path, version: VersionInfo, warehouse: Path, protected: _Prote
         ids = version.block_ids
         return (f"not a block folder of version {version.version_id} "
                 f"(block_id={ids.start}..{ids.stop - 1})")
-    if protected.covers(path):
-        return SHARED
-    return None
+    return protected.reason(path)
 
 
 def _version_folders(version: VersionInfo, table: TableInfo, recorded: list[str], warehouse: Path,
@@ -403,18 +423,23 @@ def collect_garbage(catalog: Catalog, warehouse: Path, older_than: dt.timedelta,
     warehouse = _norm(warehouse)
     tables = {t.name: t for t in catalog.tables()}
     versions = [v for name in tables for v in catalog.versions(name)]
-    protected = _Protected(p for paths in catalog.block_paths_in_states(("active", "building")).values()
-                           for p in paths)
-    recorded = catalog.block_paths_in_states(("retired", "failed"))
-
     kept: list[KeptItem] = []
+    due = _due_versions(versions, cutoff, kept)
+    # Read after the versions: a version activated, retired or begun since then is not
+    # due, so its folders are protected too.
+    recorded = catalog.block_paths_in_states(("active", "building", "retired", "failed"))
+    due_ids = {v.version_id for v in due}
+    out_of_service = {v.version_id for v in versions if v.state in ("retired", "failed")}
+    protected = _Protected((path, SHARED_KEPT if vid in out_of_service else SHARED)
+                           for vid, paths in recorded.items() if vid not in due_ids for path in paths)
+
     purged: list[int] = []
     folders: list[DeletedFolder] = []
-    for version in _due_versions(versions, cutoff, kept):
+    for version in due:
         found, refused = _version_folders(version, tables[version.table],
                                           recorded.get(version.version_id, []), warehouse, protected)
         kept += refused
-        if any(item.reason != SHARED for item in refused):
+        if any(item.reason not in (SHARED, SHARED_KEPT) for item in refused):
             # A wrong warehouse, or a path not named like the version's blocks: leave the
             # version as it is, so that every report shows it until someone looks.
             kept.append(KeptItem(_name(version), "not purged: some of its folders are not safe to delete"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 
 import pytest
@@ -698,3 +699,53 @@ def test_workers_opening_a_first_release_catalog_together_migrate_it_once(catalo
         assert run_in_threads(6, work) == [1] * 6
     with Catalog(catalog_url) as cat:
         assert cat.active_layout("orders", "").trees == ()
+
+
+# ------------------------------------------------------------------- cut repair
+
+
+def test_activating_a_change_repairs_other_tables_cuts_in_the_same_transaction(catalog):
+    from layout_core.catalog import CutUpdate
+
+    region_v1, _ = catalog.begin_version("region", "", "greedy", {}, "r1", 0)
+    catalog.activate(region_v1)
+    active_version(catalog, "2024-01", "o1")
+    old_keys = BitMap64([1, 2]).serialize()
+    cut = CutRecord(0, "pred", "o_custkey IN (SELECT ...)", "join_induced", ("orders.o_custkey->region.r_x",),
+                    old_keys, (("region", region_v1),))
+    building, ids = catalog.begin_version("orders", "2024-03", "greedy", {}, "o3", 1)
+    catalog.set_cuts(building, [cut])  # a version still being built: never repaired
+    # orders' active version gets the cut through region by hand (set before activation)
+    fresh, fresh_ids = catalog.begin_version("orders", "2024-01", "greedy", {}, "o1b", 1)
+    catalog.set_cuts(fresh, [cut])
+    catalog.set_blocks(fresh, [block(b) for b in fresh_ids])
+    catalog.activate(fresh)  # retires `orders`
+
+    region_v2, _ = catalog.begin_version("region", "", "greedy", {"changes_from": region_v1}, "r2", 0)
+    new_keys = BitMap64([1, 2, 7]).serialize()
+    updates = [CutUpdate(fresh, 0, (("region", region_v1),), new_keys, (("region", region_v2),)),
+               CutUpdate(building, 0, (("region", region_v1),), new_keys, (("region", region_v2),)),
+               CutUpdate(fresh, 0, (("region", 999),), b"", (("region", region_v2),))]  # names other sources
+    applied = catalog.activate(region_v2, replaces=region_v1, cut_updates=updates)
+
+    assert applied == updates[:1]
+    (repaired,) = catalog.active_layout("orders", "2024-01").cuts
+    assert repaired.source_versions == (("region", region_v2),)
+    assert set(repaired.keys()) == {1, 2, 7}
+    with catalog._read() as conn:  # the building version's cut is as it was
+        from layout_core.catalog.store import cuts_t
+
+        row = conn.execute(sa.select(cuts_t.c.source_versions_json).where(cuts_t.c.version_id == building)).one()
+    assert json.loads(row.source_versions_json) == [["region", region_v1]]
+
+
+def test_a_change_staged_on_a_version_that_no_longer_serves_is_refused(catalog):
+    base = active_version(catalog, "2024-01", "b")
+    first, ids1 = catalog.begin_version("orders", "2024-01", "greedy", {}, "change-1", 1)
+    second, ids2 = catalog.begin_version("orders", "2024-01", "greedy", {}, "change-2", 1)
+    catalog.set_blocks(first, [block(b) for b in ids1])
+    catalog.set_blocks(second, [block(b) for b in ids2])
+    catalog.activate(first, replaces=base)
+    with pytest.raises(CatalogError, match=f"built from version {base}"):
+        catalog.activate(second, replaces=base)
+    assert catalog.active_layout("orders", "2024-01").version.version_id == first

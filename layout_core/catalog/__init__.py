@@ -10,6 +10,7 @@ from .records import (
     CalibrationRecord,
     CatalogSnapshot,
     CutRecord,
+    CutUpdate,
     PurgeRecord,
     QueryRecord,
     RefRead,
@@ -18,7 +19,7 @@ from .records import (
     VersionInfo,
     leaf_of,
 )
-from .store import Catalog, CatalogError, check_trees
+from .store import Catalog, CatalogError, VersionSuperseded, check_trees
 
 __all__ = [
     "CUT_KINDS",
@@ -32,12 +33,14 @@ __all__ = [
     "CatalogError",
     "CatalogSnapshot",
     "CutRecord",
+    "CutUpdate",
     "PurgeRecord",
     "QueryRecord",
     "RefRead",
     "TableInfo",
     "TreeNodeRecord",
     "VersionInfo",
+    "VersionSuperseded",
     "check_trees",
     "leaf_of",
 ]

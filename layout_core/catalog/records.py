@@ -51,6 +51,23 @@ class CutRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class CutUpdate:
+    """A repaired join-induced cut of another table's active version (MTO §5.2),
+    written in the transaction that activates the change that made it necessary.
+
+    It is applied only while version `version_id` is active and its cut at
+    `position` still names `old_source_versions`: a cut changed meanwhile is
+    left alone (and so stays stale, which is safe).
+    """
+
+    version_id: int
+    position: int
+    old_source_versions: tuple[tuple[str, int], ...]
+    literal_keys: bytes
+    source_versions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class BlockRecord:
     """One block of a layout: its files, column stats and cut bit vectors.
 
@@ -184,6 +201,8 @@ class VersionInfo:
     `block_ids` is that reserved range. `parent_version` is the version this
     one retired when it was activated (None for the first of its partition);
     `failed_at` is when it was last marked failed (None unless failed).
+    `base_version` is the version that served the partition when `begin_version`
+    made this one (None: none did); only that version may be retired by activating it.
     """
 
     version_id: int
@@ -201,6 +220,7 @@ class VersionInfo:
     block_ids: range = field(default=range(0))
     parent_version: int | None = None
     failed_at: dt.datetime | None = None
+    base_version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ failed -> purged). Every state change that readers must never see half-done
 happens in one transaction. Writers of one table are serialized by locking its
 row in `layout_tables` (SELECT ... FOR UPDATE on PostgreSQL; on SQLite every
 write transaction is BEGIN IMMEDIATE, which takes the database write lock).
+A version only ever retires the version it was built from (see `Catalog`).
 
 JSON is stored as Text and bit vectors as hex text, so both backends store the
 same bytes and Python ints wider than 64 bits survive.
@@ -28,6 +29,7 @@ from .records import (
     CalibrationRecord,
     CatalogSnapshot,
     CutRecord,
+    CutUpdate,
     PurgeRecord,
     QueryRecord,
     RefRead,
@@ -80,6 +82,9 @@ versions_t = sa.Table(
     # added by ALTER TABLE to older databases, and versions are never deleted.
     sa.Column("parent_version_id", sa.BigInteger),
     sa.Column("failed_at", sa.DateTime(timezone=True)),
+    # The version that served the partition when begin_version made this one (NULL: none
+    # did): activate refuses the version once another one has replaced that base.
+    sa.Column("base_version_id", sa.BigInteger),
     sa.UniqueConstraint("table_name", "partition_name", "run_id", name="layout_versions_run_uq"),
     # The database itself refuses two active versions of one partition.
     sa.Index(
@@ -195,11 +200,18 @@ ADDED_COLUMNS: tuple[sa.Column, ...] = (
     versions_t.c.parent_version_id,
     versions_t.c.failed_at,
     blocks_t.c.leaves_json,
+    versions_t.c.base_version_id,
 )
 
 
 class CatalogError(Exception):
     """The catalog was misused: unknown table or version, or a wrong state change."""
+
+
+class VersionSuperseded(CatalogError):
+    """`activate` refused a version because another version replaced the one it was
+    built from (its base): activating it would silently undo a newer layout. The
+    version can never be activated; its run lost the race and should be marked failed."""
 
 
 def _utcnow() -> dt.datetime:
@@ -277,6 +289,22 @@ def _add_missing_columns(conn: sa.Connection) -> None:
         conn.exec_driver_sql(
             f"ALTER TABLE {preparer.format_table(column.table)} ADD COLUMN {if_not_exists}"
             f"{preparer.format_column(column)} {column.type.compile(dialect=conn.dialect)}")
+        if column is versions_t.c.base_version_id:
+            _backfill_base_versions(conn)
+
+
+def _backfill_base_versions(conn: sa.Connection) -> None:
+    """Versions still unfinished when base_version_id is added began before anyone
+    recorded their base: take the version serving their partition now, the base they
+    most likely had, so that upgrading the catalog does not make them fail."""
+    active = versions_t.alias("active")
+    serving = (sa.select(active.c.version_id)
+               .where(active.c.table_name == versions_t.c.table_name,
+                      active.c.partition_name == versions_t.c.partition_name,
+                      active.c.state == "active")
+               .scalar_subquery())
+    conn.execute(versions_t.update().where(versions_t.c.state.in_(("building", "failed")))
+                 .values(base_version_id=serving))
 
 
 # -------------------------------------------------------------- row -> record
@@ -303,6 +331,7 @@ def _version_info(row) -> VersionInfo:
         block_ids=range(row.first_block_id, row.first_block_id + row.n_blocks),
         parent_version=row.parent_version_id,
         failed_at=_utc(row.failed_at),
+        base_version=row.base_version_id,
     )
 
 
@@ -390,6 +419,26 @@ def _calibration_record(row) -> CalibrationRecord:
 
 class Catalog:
     """Tables, their layout versions, and each version's cuts, blocks, trees and plan.
+
+    Concurrency. Several writers (nightly runs, partial reorganizations, change
+    batches, on other machines) and many routers may use one catalog at once:
+
+    - Readers: `snapshot()` (and every other read) is one transaction whose
+      statements all see the same moment (REPEATABLE READ on PostgreSQL; one
+      SQLite read transaction), so a router never mixes two versions.
+    - Writers of a table are serialized by the lock on its `layout_tables` row,
+      held only for each short catalog transaction, never across a Spark job.
+    - A version may only retire the version it was built from. `begin_version`
+      records the version serving the partition then (its base); `activate`
+      retires it, or refuses with `VersionSuperseded` if another version went
+      live meanwhile (`replaces=` names the base explicitly instead). So of two
+      runs of one (table, partition) that overlap between begin_version and
+      activate, the first to activate wins and the other fails cleanly; one run
+      never undoes a layout built concurrently by another. Runs that do not
+      overlap (a day run again later) simply take turns.
+    - Retired versions keep their rows and files: gc deletes them only a grace
+      period after `retired_at`, so a route taken just before an activation
+      still names folders that exist.
 
     `clock` (returning aware datetimes) is there so tests can pin timestamps.
     """
@@ -493,6 +542,11 @@ class Catalog:
         block ids reserved the first time. A retired or purged run id cannot be
         reused, and a retry must ask for the same number of blocks (its block
         ids were reserved once and for all).
+
+        The version that serves the partition now is recorded as the new
+        version's base (`VersionInfo.base_version`), also under the table lock:
+        `activate` retires that version and no other (see the class docstring).
+        A retry keeps the base of the first attempt.
         """
         if n_blocks < 0:
             raise CatalogError(f"n_blocks must be >= 0, not {n_blocks}")
@@ -509,7 +563,8 @@ class Catalog:
             result = conn.execute(versions_t.insert().values(
                 table_name=table, partition_name=partition, state="building",
                 optimizer=optimizer, params_json=_dump(params), run_id=run_id,
-                n_blocks=n_blocks, first_block_id=first, created_at=self._now()))
+                n_blocks=n_blocks, first_block_id=first, created_at=self._now(),
+                base_version_id=_serving_version(conn, table, partition)))
             return result.inserted_primary_key[0], range(first, first + n_blocks)
 
     def _resume_version(self, conn: sa.Connection, row, n_blocks: int) -> tuple[int, range]:
@@ -596,7 +651,7 @@ class Catalog:
             conn.execute(plans_t.insert().values(version_id=version_id, plan_json=text))
 
     def activate(self, version_id: int, input_fingerprint: str | None = None,
-                 replaces: int | None = None) -> None:
+                 replaces: int | None = None, cut_updates: Iterable[CutUpdate] = ()) -> list[CutUpdate]:
         """Make a built version the one that serves its partition.
 
         The previously active version is retired in the same transaction, so a
@@ -605,25 +660,36 @@ class Catalog:
         the version's params in that transaction: readers use it to tell
         whether a new version holds the same rows as an old one. With
         `replaces`, the version is activated only while that version is the
-        active one (a partial reorganization built from it); otherwise
-        CatalogError, so two runs from one base never both go live.
+        active one (a partial reorganization built from it); without it, only
+        while the version it began from (`VersionInfo.base_version`) is. Else
+        `VersionSuperseded` (a CatalogError) and nothing changes, so two runs
+        from one base never both go live and no run undoes a newer layout.
+        `cut_updates` (repaired join-induced cuts of other tables' versions, see
+        `CutUpdate`) are written in the same transaction, so no reader sees the
+        new data with the old keys; returns the updates that were applied.
         """
+        cut_updates = list(cut_updates)
         with self._write() as conn:
             # Lock the table before the version, in the same order as begin_version.
             _lock_table_row(conn, _version_row(conn, version_id).table_name)
             version = _lock_version_row(conn, version_id)
             if version.state == "active":
-                return
+                return []
             _require_state(version, ("building",), "activate it")
             now = self._now()
-            parent = conn.scalar(sa.select(versions_t.c.version_id).where(
-                versions_t.c.table_name == version.table_name,
-                versions_t.c.partition_name == version.partition_name,
-                versions_t.c.state == "active"))
-            if replaces is not None and parent != replaces:
-                raise CatalogError(f"version {version_id} was built from version {replaces}, but "
-                                   + (f"version {parent} serves the partition now" if parent is not None
-                                      else "no version serves the partition now"))
+            parent = _serving_version(conn, version.table_name, version.partition_name)
+            base = replaces if replaces is not None else version.base_version_id
+            if parent != base:
+                serving = (f"version {parent} serves the partition now" if parent is not None
+                           else "no version serves the partition now")
+                if replaces is not None:
+                    raise VersionSuperseded(f"version {version_id} was built from version {replaces}, but "
+                                            f"{serving}")
+                began = f"version {base} served" if base is not None else "no version served"
+                raise VersionSuperseded(
+                    f"version {version_id} of {version.table_name!r} partition {version.partition_name!r} "
+                    f"began when {began} the partition, but {serving}: another run went live meanwhile, "
+                    f"and activating this one would undo it (start a new run to lay it out again)")
             if parent is not None:
                 conn.execute(versions_t.update().where(versions_t.c.version_id == parent)
                              .values(state="retired", retired_at=now))
@@ -632,6 +698,7 @@ class Catalog:
                 values["params_json"] = _dump({**json.loads(version.params_json),
                                                "input_fingerprint": input_fingerprint})
             conn.execute(versions_t.update().where(versions_t.c.version_id == version_id).values(**values))
+            return _apply_cut_updates(conn, cut_updates)
 
     def fail(self, version_id: int, reason: str) -> None:
         """Mark a version that could not be built; the active one keeps serving."""
@@ -848,6 +915,25 @@ class Catalog:
 # ------------------------------------------------------------------- helpers
 
 
+def _apply_cut_updates(conn: sa.Connection, updates: list[CutUpdate]) -> list[CutUpdate]:
+    """Write the updates whose version is active and whose cut still names the old sources."""
+    applied = []
+    for update in updates:
+        state = conn.scalar(sa.select(versions_t.c.state).where(versions_t.c.version_id == update.version_id))
+        where = sa.and_(cuts_t.c.version_id == update.version_id, cuts_t.c.position == update.position,
+                        cuts_t.c.kind == "join_induced")
+        row = conn.execute(sa.select(cuts_t.c.source_versions_json).where(where)).first()
+        if state != "active" or row is None:
+            continue
+        if [tuple(tv) for tv in json.loads(row.source_versions_json)] != [tuple(tv) for tv in update.old_source_versions]:
+            continue
+        conn.execute(cuts_t.update().where(where).values(
+            literal_keys=update.literal_keys,
+            source_versions_json=_dump([[t, int(v)] for t, v in update.source_versions])))
+        applied.append(update)
+    return applied
+
+
 def _delete_history_before(conn: sa.Connection, cutoff: dt.datetime) -> int:
     # Reads go first rather than by ON DELETE CASCADE alone: a SQLite connection
     # made without `PRAGMA foreign_keys` would leave them behind.
@@ -870,6 +956,13 @@ def _lock_table_row(conn: sa.Connection, name: str, missing_ok: bool = False):
     if row is None and not missing_ok:
         raise CatalogError(f"unknown table {name!r}: register it with register_table first")
     return row
+
+
+def _serving_version(conn: sa.Connection, table: str, partition: str) -> int | None:
+    """The id of the version active for (table, partition), or None."""
+    return conn.scalar(sa.select(versions_t.c.version_id).where(
+        versions_t.c.table_name == table, versions_t.c.partition_name == partition,
+        versions_t.c.state == "active"))
 
 
 def _version_row(conn: sa.Connection, version_id: int):

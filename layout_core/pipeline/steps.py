@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..catalog import BlockRecord, Catalog, CatalogError, CutRecord
+from ..catalog import BlockRecord, Catalog, CatalogError, CutRecord, VersionSuperseded
 from ..errors import UserError
 from ..optimizers import PlanError
 from ..optimizers.plan import TreeBlocks, as_lists
@@ -116,7 +116,9 @@ def ingest(spark, paths: RunPaths, table: TableSchema, source: str, catalog: Cat
             df = df.where(F.col(date_column) >= F.lit(start).cast("date"))
         if end:
             df = df.where(F.col(date_column) < F.lit(end).cast("date"))
-    df = df.select(*table.column_names)
+    # the schema's types, so that later batches (changes.apply casts its rows the same way) can
+    # share a block's folder: Parquet files of one folder must agree on their column types
+    df = df.select(*[F.col(c).cast(table.spark_type(c)).alias(c) for c in table.column_names])
     df.write.mode("overwrite").parquet(str(paths.file("input")))
     rows, checksum = rows_fingerprint(spark.read.parquet(str(paths.file("input"))), table.column_names)
     write_artifact(paths.staging, IngestSummary(rows, str(checksum)))  # verify compares the blocks with this
@@ -523,6 +525,10 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         catalog.set_blocks(version, blocks)
         # the fingerprint of the rows verified in the blocks, not of an earlier attempt's input
         catalog.activate(version, input_fingerprint=f"{verified.rows}:{verified.checksum}")
+    except VersionSuperseded as e:
+        # another run of this partition went live first: this version can never serve
+        catalog.fail(version, f"update_catalog: {e}")
+        raise StepError(f"cannot activate version {version}: {e}") from None
     except CatalogError as e:
         raise StepError(f"cannot activate version {version}: {e}") from None
     numbers = {"version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks),

@@ -112,3 +112,40 @@ def grow_column_stats(stats: dict | None, values: Iterable[Any], n_r: int) -> di
 def taint_column_stats(stats: dict | None) -> dict:
     """The statistics marked unknown: never used to skip the block or to originate a diP."""
     return {**(stats or {}), "tainted": True}
+
+
+def merge_column_stats(old: dict | None, new: dict | None, n_r: int) -> dict:
+    """One block's statistics of one column after rows summarized as `new` joined rows
+    summarized as `old` (stored encoding in and out): the union of both range sets, the
+    narrowest gaps closed until at most n_r ranges remain. Only grows: every value that
+    either covered stays covered. A tainted side makes the result tainted."""
+    if not new:
+        return dict(old or {})
+    if not old:
+        return dict(new)
+    if old.get("tainted") or new.get("tainted"):
+        return taint_column_stats(old)
+    ranges = sorted(r for stats in (old, new) for r in _stored_ranges(stats))
+    merged: list[tuple] = []
+    for lo, hi in ranges:
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    while len(merged) > max(n_r, 1):
+        i = min(range(len(merged) - 1), key=lambda k: (width(merged[k][1], merged[k + 1][0]), k))
+        merged[i:i + 2] = [(merged[i][0], merged[i + 1][1])]
+    out = {"min": None, "max": None,
+           "null_count": int(old.get("null_count", 0)) + int(new.get("null_count", 0))}
+    if merged:
+        out["min"], out["max"] = value_to_json(merged[0][0]), value_to_json(merged[-1][1])
+    if len(merged) > 1:
+        out["ranges"] = ranges_to_json(merged)
+    return out
+
+
+def _stored_ranges(stats: dict) -> tuple[tuple, ...]:
+    if "ranges" in stats:
+        return ranges_from_json(stats["ranges"])
+    lo, hi = value_from_json(stats.get("min")), value_from_json(stats.get("max"))
+    return ((lo, hi),) if lo is not None and hi is not None else ()
