@@ -1,0 +1,97 @@
+"""A change batch on a laid-out table (MTO §5.2).
+
+    stage_changes -> write_changes -> verify_changes -> activate_changes -> report
+
+Params: the table, its partition ('' for a table laid out whole), the
+Parquet path of the inserted rows and that of the deleted primary keys
+(either may be empty; an update is a delete plus an insert). Each step is a
+spark-submit of `jobs/apply_changes.py <step>`: stage_changes checks the
+batch and routes the new rows through the active tree to their blocks and
+repairs the join-induced cuts of other tables computed from this one;
+write_changes writes new folders for the blocks that change only;
+verify_changes checks their rows and checksum; activate_changes switches
+to the new version and the repaired cuts in one catalog transaction, only
+while the version the batch was staged on still serves (max_active_runs=1
+makes batches queue; a batch staged on an older version fails there and
+changes nothing). A batch that changes no row makes no version.
+
+Kept light on purpose: layout_core is imported inside the report task only.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, Param, task
+
+JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
+LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")  # as in layout_nightly.py
+RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
+STEPS = ("stage_changes", "write_changes", "verify_changes", "activate_changes")
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
+}
+
+
+def changes_step(step: str, **kwargs) -> SparkSubmitOperator:
+    return SparkSubmitOperator(
+        task_id=step,
+        application=str(JOBS_DIR / "apply_changes.py"),
+        application_args=[step, "--table", "{{ params.table }}", "--partition", "{{ params.partition }}",
+                          "--inserted", "{{ params.inserted }}", "--deleted", "{{ params.deleted }}",
+                          "--run-id", RUN_ID],
+        conn_id="spark_default",
+        conf=SPARK_CONF,
+        name=f"layout-{step}",
+        **kwargs,
+    )
+
+
+with DAG(
+    dag_id="layout_changes",
+    description="Apply inserted rows and deleted keys to a laid-out table, repairing join-induced cuts",
+    schedule=None,
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
+    tags=["layout"],
+    params={
+        "table": Param("customer", type="string", description="the laid-out table the batch changes"),
+        "partition": Param("", type="string", description="its partition ('' = laid out whole)"),
+        "inserted": Param("", type="string", description="Parquet path of the inserted rows (every column)"),
+        "deleted": Param("", type="string", description="Parquet path of the deleted primary keys"),
+    },
+) as dag:
+
+    @task
+    def report(params: dict | None = None, dag=None, run_id=None) -> dict:
+        """The batch's numbers (from the steps' metrics), for the UI."""
+        from layout_core.config import load_settings
+        from layout_core.pipeline.steps import RunPaths, read_metrics
+
+        params = params or {}
+        paths = RunPaths(Path(load_settings().warehouse), params["table"], params.get("partition", ""),
+                         f"{dag.dag_id}__{run_id}")
+        m = read_metrics(paths)
+        staged, done = m.get("stage_changes", {}), m.get("activate_changes", {})
+        return {"version": done.get("version"), "base_version": staged.get("base_version"),
+                "inserted": staged.get("inserted"), "deleted": staged.get("deleted"),
+                "deleted_missing": staged.get("deleted_missing"), "blocks_changed": done.get("blocks_changed"),
+                "cuts_repaired": done.get("cuts_repaired"), "cuts_left_stale": staged.get("cuts_left_stale"),
+                "dangling_rows": staged.get("dangling_rows"), "empty": bool(done.get("empty"))}
+
+    previous = None
+    for step in STEPS:
+        op = changes_step(step, outlets=[LAYOUT_CATALOG] if step == "activate_changes" else [])
+        if previous is not None:
+            previous >> op
+        previous = op
+    previous >> report()

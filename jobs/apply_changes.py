@@ -1,0 +1,8 @@
+"""spark-submit jobs/apply_changes.py STEP --table T --run-id R [--inserted P] [--deleted P] (see --help)."""
+
+import sys
+
+from layout_core.changes.job import main
+
+if __name__ == "__main__":
+    sys.exit(main())

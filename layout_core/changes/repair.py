@@ -1,0 +1,270 @@
+"""Repair of join-induced cuts when a table on their path changes (MTO §5.2).
+
+A join-induced cut of a fact table F with path F -> P1 -> ... -> Pn keeps its
+literal keys K: the keys of P1 whose chain reaches a row of Pn satisfying
+the cut's predicate. When a batch changes table D = Pj, only the changed
+rows of D are evaluated (joined down the path to the source with the
+current data), giving per key of D whether it newly reaches the predicate
+(`on`), no longer does (`off`) or was deleted for good (`gone`). These move
+up the path one level at a time: the rows of P(j-1) that reference a
+touched key are read (only blocks whose statistics may hold such a key), and
+their own keys flip the same way. At P1 the new key set is
+(K - off) | on. Work is proportional to the batch and to the rows that
+reference it, not to D.
+
+The repair is refused, and the cut is left to go stale (the router then
+stops using it, as before), when the change would move unchanged rows
+across the cut or break referential integrity: some row of the next table
+(or of F) references a key that flipped or was deleted. Keys must be
+non-negative integers (Roaring bitmaps); anything else is refused as well.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+from pyroaring import BitMap64
+
+from ..catalog import ActiveLayout, CatalogSnapshot
+from ..predicates import Between, Column, JoinInduced, in_list, loads, to_sql
+from ..schema import Schema
+from ..skipping.router import LayoutIndex, cut_is_current
+from ..skipping.zonemaps import might_match_blocks
+
+log = logging.getLogger("layout.changes")
+
+# More keys than this are matched by a broadcast join, and blocks are pruned by their range only.
+IN_LIST_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class KeyChanges:
+    """How a batch moves the keys of one table on a cut's path."""
+
+    on: BitMap64  # keys that now reach a source row satisfying the cut and did not before
+    off: BitMap64  # keys that did and no longer do
+    gone: BitMap64  # keys deleted and not inserted again
+
+    @property
+    def touched(self) -> BitMap64:
+        return self.on | self.off | self.gone
+
+    @staticmethod
+    def of(deleted_keys: np.ndarray, deleted_flags: np.ndarray, inserted_keys: np.ndarray,
+           inserted_flags: np.ndarray) -> KeyChanges:
+        """From the old rows' keys and flags (deleted, updates included) and the new rows'."""
+        old_true = BitMap64(deleted_keys[deleted_flags].tolist())
+        new_true = BitMap64(inserted_keys[inserted_flags].tolist())
+        return KeyChanges(new_true - old_true, old_true - new_true,
+                          BitMap64(deleted_keys.tolist()) - BitMap64(inserted_keys.tolist()))
+
+
+def repaired_keys(keys: BitMap64, changes: KeyChanges) -> BitMap64:
+    """The literal keys after the changes at the fact table's parent."""
+    return (keys - changes.off) | changes.on
+
+
+@dataclass(frozen=True)
+class CutRepair:
+    """The outcome for one cut: new literal keys, or why it goes stale (`reason`)."""
+
+    version_id: int
+    table: str
+    partition: str
+    position: int
+    old_source_versions: tuple[tuple[str, int], ...]
+    literal_keys: bytes | None  # None when stale
+    reason: str = ""
+    keys_before: int = 0
+    keys_after: int = 0
+
+
+def cuts_to_repair(snapshot: CatalogSnapshot, table: str, base_version: int):
+    """(layout, cut) of every other table's active version whose join-induced cut
+    was computed from `base_version` of `table` and is current now."""
+    active: dict[str, set[int]] = {}
+    for (name, _), layout in snapshot.layouts.items():
+        active.setdefault(name, set()).add(layout.version.version_id)
+    for (name, _), layout in sorted(snapshot.layouts.items()):
+        if name == table:
+            continue
+        for cut in layout.cuts:
+            if (cut.kind == "join_induced" and (table, base_version) in cut.source_versions
+                    and cut_is_current(cut.source_versions, active, snapshot.data_fingerprints)):
+                yield layout, cut
+
+
+def repair_cuts(spark, snapshot: CatalogSnapshot, schema: Schema, table: str, base_version: int,
+                inserted, deleted, frames: Mapping[str, object], scratch: Path) -> list[CutRepair]:
+    """Every current cut of another table computed from `table`'s `base_version`,
+    repaired for a batch: `inserted` (new rows of `table`, updates included) and
+    `deleted` (the old rows removed, updates included) are DataFrames with
+    `table`'s columns; `frames` holds the current data of the other tables on
+    the paths (`pipeline.steps.source_frames`); `scratch` is a folder for key lists."""
+    out = []
+    walked: dict[str, tuple[KeyChanges | None, str]] = {}  # predicate -> changes at the fact's parent
+    referenced: dict[tuple, int] = {}
+    for layout, cut in cuts_to_repair(snapshot, table, base_version):
+        predicate = loads(cut.predicate)
+        if cut.predicate not in walked:
+            walked[cut.predicate] = _changes_at_parent(spark, snapshot, schema, table, predicate, inserted,
+                                                       deleted, frames, scratch)
+        changes, reason = walked[cut.predicate]
+        keys = cut.keys()
+        if changes is not None and keys is None:
+            changes, reason = None, "its literal keys were never stored"
+        if changes is not None:
+            hop = predicate.hops[-1]
+            # cuts of one layout through one foreign key share the check
+            check = (layout.version.version_id, hop.child_column, changes.touched.serialize())
+            if check not in referenced:
+                referenced[check] = _referencing(spark, schema, layout, snapshot, hop.child_column,
+                                                 changes.touched, scratch)
+            found = referenced[check]
+            if found:
+                changes, reason = None, (f"{found} rows of {layout.version.table} reference keys of "
+                                         f"{hop.parent_table} that the batch changed or deleted")
+        repair = CutRepair(layout.version.version_id, layout.version.table, layout.version.partition,
+                           cut.position, cut.source_versions,
+                           None if changes is None else repaired_keys(keys, changes).serialize(), reason,
+                           len(keys) if keys is not None else 0,
+                           len(repaired_keys(keys, changes)) if changes is not None else 0)
+        log.info("cut %d of %s %s: %s", cut.position, layout.version.table, layout.version.partition or "",
+                 f"repaired, {repair.keys_before} -> {repair.keys_after} keys" if changes is not None
+                 else f"left to go stale: {reason}")
+        out.append(repair)
+    return out
+
+
+def _changes_at_parent(spark, snapshot, schema: Schema, table: str, cut: JoinInduced, inserted, deleted,
+                       frames, scratch: Path) -> tuple[KeyChanges | None, str]:
+    """The changes of the keys of the fact table's parent, or (None, why not)."""
+    levels = [i for i, hop in enumerate(cut.hops) if hop.parent_table == table]
+    if len(levels) != 1:
+        return None, f"{table} appears {len(levels)} times on the cut's path"
+    i = levels[0]
+    key = cut.hops[i].parent_column
+    try:
+        changes = KeyChanges.of(*_keys_and_flags(deleted, key, cut, i, frames),
+                                *_keys_and_flags(inserted, key, cut, i, frames))
+    except ValueError as e:
+        return None, str(e)
+    for hop, above in zip(cut.hops[i:-1], cut.hops[i + 1:]):  # up to the fact table's parent
+        if not changes.touched:
+            break
+        layouts = snapshot.layouts_of(hop.child_table)
+        if not layouts:
+            return None, f"{hop.child_table} has no active layout to read its references from"
+        pairs = _referencing_rows(spark, schema, layouts, snapshot, hop.child_column, changes.touched,
+                                  above.parent_column, scratch)
+        if not len(pairs):
+            return KeyChanges(BitMap64(), BitMap64(), BitMap64()), ""
+        fks, own = pairs[:, 0], pairs[:, 1]
+        if np.isin(fks, np.asarray(changes.gone, dtype=np.int64)).any():
+            return None, f"rows of {hop.child_table} reference deleted keys of {hop.parent_table}"
+        if (own < 0).any():
+            return None, f"{hop.child_table}.{above.parent_column} holds negative keys"
+        changes = KeyChanges(BitMap64(own[np.isin(fks, np.asarray(changes.on, dtype=np.int64))].tolist()),
+                             BitMap64(own[np.isin(fks, np.asarray(changes.off, dtype=np.int64))].tolist()),
+                             BitMap64())
+    return changes, ""
+
+
+def _keys_and_flags(rows, key: str, cut: JoinInduced, level: int, frames) -> tuple[np.ndarray, np.ndarray]:
+    """Keys of `rows` (a table on the cut's path at hop `level`'s parent) and whether
+    each reaches a source row satisfying the cut (joins down the path below it)."""
+    from pyspark.sql import functions as F
+
+    from ..spark.induced import with_induced_flags
+
+    if level == 0:  # the source table itself
+        flagged = rows.select(F.col(key).alias("_key"),
+                              F.coalesce(F.expr(to_sql(cut.source)), F.lit(False)).alias("_flag"))
+    else:
+        below = JoinInduced(tuple(cut.hops[:level]), cut.source)
+        marked = with_induced_flags(rows, [below], frames)
+        flagged = marked.frame.select(F.col(key).alias("_key"), F.col(marked.columns[0]).alias("_flag"))
+    data = flagged.where(F.col("_key").isNotNull()).toPandas()
+    keys = data["_key"].to_numpy(dtype=np.int64)
+    if (keys < 0).any():
+        raise ValueError(f"the batch holds negative keys in {key}")
+    return keys, data["_flag"].to_numpy(dtype=bool)
+
+
+def candidate_blocks(layout: ActiveLayout, column: Column, keys: BitMap64) -> list:
+    """The blocks of a layout whose statistics may hold one of `keys` in `column`."""
+    if not keys:
+        return []
+    atom = (in_list(column, keys) if len(keys) <= IN_LIST_LIMIT
+            else Between(column, int(keys.min()), int(keys.max())))
+    index = LayoutIndex.from_blocks(layout.version.table, layout.blocks, ())
+    might = might_match_blocks(atom, index.zone_maps)
+    return [b for b, m in zip(layout.blocks, might) if m]
+
+
+def key_filtered(spark, schema: Schema, layouts: Sequence[ActiveLayout], snapshot: CatalogSnapshot, column: str,
+                 keys: BitMap64, scratch: Path):
+    """The rows of some layouts of one table whose `column` holds one of `keys` (None: no block may);
+    many keys are joined as a Parquet file written to `scratch`."""
+    from pyspark.sql import functions as F
+
+    table = schema.table(layouts[0].version.table)
+    paths = [b.path for layout in layouts for b in candidate_blocks(layout, table.column(column), keys)]
+    if not paths:
+        return None
+    frame = spark.read.option("basePath", snapshot.tables[table.name].location).parquet(*paths)
+    values = np.asarray(keys, dtype=np.int64)
+    if len(values) <= IN_LIST_LIMIT:
+        return frame.where(F.col(column).isin(values.tolist()))
+    wanted = keys_frame(spark, scratch, values)
+    return frame.join(wanted, frame[column] == wanted["_key"], "left_semi")
+
+
+def keys_frame(spark, scratch: Path, values: np.ndarray, flags: Mapping[str, np.ndarray] | None = None):
+    """A frame of `values` (`_key`) and optional boolean columns, written with pyarrow into a new
+    file under `scratch` and read back: fast for millions of keys, unlike a Python list."""
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    path = scratch / f"keys-{uuid.uuid4().hex}.parquet"
+    pq.write_table(pa.table({"_key": np.asarray(values, dtype=np.int64), **(flags or {})}), path)
+    return spark.read.parquet(str(path))
+
+
+def _referencing(spark, schema: Schema, layout: ActiveLayout, snapshot: CatalogSnapshot, column: str,
+                 keys: BitMap64, scratch: Path) -> int:
+    """How many rows of one layout reference one of `keys` through `column`."""
+    frame = key_filtered(spark, schema, [layout], snapshot, column, keys, scratch)
+    return 0 if frame is None else frame.count()
+
+
+def _referencing_rows(spark, schema: Schema, layouts, snapshot, column: str, keys: BitMap64,
+                      own_key: str, scratch: Path) -> np.ndarray:
+    """(referenced key, own key) of the rows whose `column` holds one of `keys`, as an (n, 2) array."""
+    frame = key_filtered(spark, schema, layouts, snapshot, column, keys, scratch)
+    if frame is None:
+        return np.zeros((0, 2), dtype=np.int64)
+    data = frame.select(column, own_key).where(f"`{own_key}` IS NOT NULL").toPandas()
+    return data.to_numpy(dtype=np.int64).reshape(-1, 2)
+
+
+def source_frame_tables(cuts: Sequence[JoinInduced], changed: str) -> set[str]:
+    """The tables whose current data the repair of `cuts` joins with: those below
+    the changed table on each path (the changed table's own rows come from the batch)."""
+    out: set[str] = set()
+    for cut in cuts:
+        for i, hop in enumerate(cut.hops):
+            if hop.parent_table == changed:
+                out |= {h.parent_table for h in cut.hops[:i]} | {h.child_table for h in cut.hops[:i]}
+    return out - {changed}
+
+
+__all__ = ["CutRepair", "KeyChanges", "candidate_blocks", "cuts_to_repair", "key_filtered", "keys_frame",
+           "repair_cuts", "repaired_keys", "source_frame_tables"]
