@@ -90,8 +90,8 @@ def test_random_batches_never_change_an_answer_or_move_an_unchanged_row(spark, t
             touched |= set(deleted["sa_id"]) | set(inserted["sa_id"])
         folder = home / f"batch{n}"
         folder.mkdir()
-        inserted.to_parquet(folder / "inserted.parquet")
-        deleted.to_parquet(folder / "deleted.parquet")
+        write_parquet(inserted, folder / "inserted.parquet")
+        write_parquet(deleted, folder / "deleted.parquet")
         with Catalog(url) as catalog:
             apply_changes_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", table, "", f"batch{n}"),
                                      str(folder / "inserted.parquet"), str(folder / "deleted.parquet"))
@@ -113,6 +113,19 @@ def to_frames(table: str, batch: dict, ids) -> tuple[pd.DataFrame, pd.DataFrame]
                             columns=["sa_id", "sa_product", "sa_day", "sa_qty"])
     inserted = inserted.astype({"sa_id": "int64", "sa_product": "int64", "sa_qty": "int32"})
     return inserted, pd.DataFrame({"sa_id": pd.Series(sorted(batch["deleted"]), dtype="int64")})
+
+
+ARROW_TYPES = {"bigint": "int64", "int": "int32", "date": "date32", "string": "string"}
+
+
+def write_parquet(frame: pd.DataFrame, path) -> None:
+    """With the schema's types also when empty (pandas alone would write an empty date column as NULL type)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kinds = {name: kind for t in SCHEMA.tables.values() for name, kind in t.columns}
+    schema = pa.schema([(c, getattr(pa, ARROW_TYPES[kinds[c]])()) for c in frame.columns])
+    pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), path)
 
 
 def assert_same_answers(spark, url: str, raw: dict) -> None:

@@ -184,6 +184,9 @@ def test_bad_batches_are_refused_and_change_nothing(tables):
     twice = spark.sql("SELECT 500 AS n_nationkey, n_name, n_regionkey, n_comment FROM nation LIMIT 2")
     with pytest.raises(StepError, match="twice"):
         tables.apply("nation", inserted=twice)
+    with Catalog(tables.url) as catalog, pytest.raises(StepError, match="no active layout"):
+        apply_changes_in_process(spark, catalog, SCHEMA, RunPaths(tables.home / "wh", "lineitem", "1999", "x"),
+                                 None, str(tables.home / "batch1" / "inserted"))
     # only missing keys: counted, ignored, no new version
     metrics = tables.apply("nation", deleted=spark.sql("SELECT CAST(999 AS BIGINT) AS n_nationkey"))
     assert metrics["stage_changes"]["deleted_missing"] == 1

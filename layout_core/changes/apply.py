@@ -124,8 +124,6 @@ def _base(catalog: Catalog, table: str, partition: str, base_version: int | None
 def read_batch(spark, table: TableSchema, inserted: str | None, deleted: str | None):
     """(inserted rows, deleted keys) as DataFrames in the table's types (None when not given);
     a batch whose columns do not match the schema is refused, naming the columns."""
-    from pyspark.sql import functions as F
-
     if not table.primary_key:
         raise StepError(f"{table.name} has no primary key in the schema: changes need one")
     rows = keys = None
@@ -137,14 +135,28 @@ def read_batch(spark, table: TableSchema, inserted: str | None, deleted: str | N
             raise StepError(f"{inserted} does not match {table.name}'s columns: "
                             + "; ".join(part for part in (f"missing {missing}" if missing else "",
                                                           f"not in the schema {extra}" if extra else "") if part))
-        rows = rows.select(*[F.col(c).cast(table.spark_type(c)).alias(c) for c in table.column_names])
+        rows = _cast(rows, table, table.column_names, inserted)
     if deleted:
         keys = spark.read.parquet(deleted)
         missing = [c for c in table.primary_key if c not in keys.columns]
         if missing:
             raise StepError(f"{deleted} lacks the primary key columns {missing} of {table.name}")
-        keys = keys.select(*[F.col(c).cast(table.spark_type(c)).alias(c) for c in table.primary_key]).distinct()
+        keys = _cast(keys, table, table.primary_key, deleted).distinct()
     return rows, keys
+
+
+def _cast(frame, table: TableSchema, columns, source: str):
+    """`columns` of `frame` in the schema's types; a column that cannot be is a clear error."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    found = dict(frame.dtypes)
+    try:
+        return frame.select(*[F.col(c).cast(table.spark_type(c)).alias(c) for c in columns])
+    except AnalysisException:
+        wrong = [f"{c} is {found[c]}, not {table.spark_type(c)}" for c in columns
+                 if found[c] != table.spark_type(c)]
+        raise StepError(f"{source} has columns of the wrong type for {table.name}: {'; '.join(wrong)}") from None
 
 
 def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inserted: str | None,
@@ -207,7 +219,8 @@ def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inse
         sources = active_sources(catalog, below)
         frames = source_frames(spark, schema, {t: s["paths"] for t, s in sources.items()})
         for r in repair_cuts(spark, snapshot, schema, table.name, layout.version.version_id,
-                             routed.select(*table.column_names), found.select(*table.column_names), frames,
+                             routed.select(*table.column_names) if ins_rows else None,
+                             found.select(*table.column_names) if del_rows else None, frames,
                              paths.file("changes_keys")):
             keys_path = ""
             if r.literal_keys is not None:

@@ -103,31 +103,39 @@ def repair_cuts(spark, snapshot: CatalogSnapshot, schema: Schema, table: str, ba
     """Every current cut of another table computed from `table`'s `base_version`,
     repaired for a batch: `inserted` (new rows of `table`, updates included) and
     `deleted` (the old rows removed, updates included) are DataFrames with
-    `table`'s columns; `frames` holds the current data of the other tables on
-    the paths (`pipeline.steps.source_frames`); `scratch` is a folder for key lists."""
+    `table`'s columns (None when the batch has none); `frames` holds the current
+    data of the other tables on the paths (`pipeline.steps.source_frames`);
+    `scratch` is a folder for key lists."""
+    found = list(cuts_to_repair(snapshot, table, base_version))
+    predicates = {c.predicate: loads(c.predicate) for _, c in found}
+    placed = {text: _level(p, table) for text, p in predicates.items()}
+    usable = {text: predicates[text] for text, (level, _) in placed.items() if level is not None}
+    # one Spark job per side of the batch flags its rows for every cut at once
+    old = _flags_of_rows(deleted, table, usable, frames)
+    new = _flags_of_rows(inserted, table, usable, frames)
     out = []
     walked: dict[str, tuple[KeyChanges | None, str]] = {}  # predicate -> changes at the fact's parent
-    referenced: dict[tuple, int] = {}
-    for layout, cut in cuts_to_repair(snapshot, table, base_version):
-        predicate = loads(cut.predicate)
+    referenced: dict[tuple, object] = {}  # shared reads of referencing rows
+    for layout, cut in found:
+        predicate = predicates[cut.predicate]
         if cut.predicate not in walked:
-            walked[cut.predicate] = _changes_at_parent(spark, snapshot, schema, table, predicate, inserted,
-                                                       deleted, frames, scratch)
+            level, why = placed[cut.predicate]
+            walked[cut.predicate] = (None, why) if level is None else _changes_at_parent(
+                spark, snapshot, schema, predicate, level, old[cut.predicate], new[cut.predicate], scratch,
+                referenced)
         changes, reason = walked[cut.predicate]
         keys = cut.keys()
         if changes is not None and keys is None:
             changes, reason = None, "its literal keys were never stored"
         if changes is not None:
             hop = predicate.hops[-1]
-            # cuts of one layout through one foreign key share the check
-            check = (layout.version.version_id, hop.child_column, changes.touched.serialize())
-            if check not in referenced:
+            check = ("count", layout.version.version_id, hop.child_column, changes.touched.serialize())
+            if check not in referenced:  # cuts of one layout through one foreign key share the check
                 referenced[check] = _referencing(spark, schema, layout, snapshot, hop.child_column,
                                                  changes.touched, scratch)
-            found = referenced[check]
-            if found:
-                changes, reason = None, (f"{found} rows of {layout.version.table} reference keys of "
-                                         f"{hop.parent_table} that the batch changed or deleted")
+            if referenced[check]:
+                changes, reason = None, (f"{referenced[check]} rows of {layout.version.table} reference keys "
+                                         f"of {hop.parent_table} that the batch changed or deleted")
         repair = CutRepair(layout.version.version_id, layout.version.table, layout.version.partition,
                            cut.position, cut.source_versions,
                            None if changes is None else repaired_keys(keys, changes).serialize(), reason,
@@ -140,27 +148,64 @@ def repair_cuts(spark, snapshot: CatalogSnapshot, schema: Schema, table: str, ba
     return out
 
 
-def _changes_at_parent(spark, snapshot, schema: Schema, table: str, cut: JoinInduced, inserted, deleted,
-                       frames, scratch: Path) -> tuple[KeyChanges | None, str]:
-    """The changes of the keys of the fact table's parent, or (None, why not)."""
+def _level(cut: JoinInduced, table: str) -> tuple[int | None, str]:
+    """The hop whose parent is `table` on the cut's path, or (None, why it cannot be repaired)."""
     levels = [i for i, hop in enumerate(cut.hops) if hop.parent_table == table]
     if len(levels) != 1:
         return None, f"{table} appears {len(levels)} times on the cut's path"
-    i = levels[0]
-    key = cut.hops[i].parent_column
-    try:
-        changes = KeyChanges.of(*_keys_and_flags(deleted, key, cut, i, frames),
-                                *_keys_and_flags(inserted, key, cut, i, frames))
-    except ValueError as e:
-        return None, str(e)
-    for hop, above in zip(cut.hops[i:-1], cut.hops[i + 1:]):  # up to the fact table's parent
+    return levels[0], ""
+
+
+def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames) -> dict[str, tuple]:
+    """Per cut: (keys of `rows`, whether each reaches a source row satisfying the cut),
+    the rows joined down each cut's path below `table` (at the source: the predicate itself)."""
+    from pyspark.sql import functions as F
+
+    from ..spark.induced import with_induced_flags
+
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
+    if rows is None or not cuts:
+        return {text: empty for text in cuts}
+    texts = sorted(cuts)
+    levels = {text: _level(cuts[text], table)[0] for text in texts}
+    below = [text for text in texts if levels[text] > 0]
+    marked = with_induced_flags(rows, [JoinInduced(tuple(cuts[t].hops[:levels[t]]), cuts[t].source)
+                                       for t in below], frames)
+    flag_of = dict(zip(below, marked.columns))
+    at_source = [text for text in texts if levels[text] == 0]
+    key_of = {text: cuts[text].hops[levels[text]].parent_column for text in texts}
+    columns = [F.col(k).cast("long").alias(f"_key_{k}") for k in sorted(set(key_of.values()))]
+    columns += [F.col(flag_of[t]).alias(f"_f{i}") for i, t in enumerate(texts) if t in flag_of]
+    columns += [F.coalesce(F.expr(to_sql(cuts[t].source)), F.lit(False)).alias(f"_f{i}")
+                for i, t in enumerate(texts) if t in at_source]
+    data = marked.frame.select(*columns).toPandas()
+    out = {}
+    for i, text in enumerate(texts):
+        keys = data[f"_key_{key_of[text]}"]
+        present = keys.notna().to_numpy()
+        values = keys[present].to_numpy(dtype=np.int64)
+        out[text] = (values, data[f"_f{i}"][present].to_numpy(dtype=bool))
+    return out
+
+
+def _changes_at_parent(spark, snapshot, schema: Schema, cut: JoinInduced, level: int, old: tuple, new: tuple,
+                       scratch: Path, referenced: dict) -> tuple[KeyChanges | None, str]:
+    """The changes of the keys of the fact table's parent, or (None, why not), from the
+    changed table's (keys, flags) before (`old`) and after (`new`) the batch."""
+    if (old[0] < 0).any() or (new[0] < 0).any():
+        return None, f"the batch holds negative keys in {cut.hops[level].parent_column}"
+    changes = KeyChanges.of(*old, *new)
+    for hop, above in zip(cut.hops[level:-1], cut.hops[level + 1:]):  # up to the fact table's parent
         if not changes.touched:
             break
         layouts = snapshot.layouts_of(hop.child_table)
         if not layouts:
             return None, f"{hop.child_table} has no active layout to read its references from"
-        pairs = _referencing_rows(spark, schema, layouts, snapshot, hop.child_column, changes.touched,
-                                  above.parent_column, scratch)
+        check = ("rows", hop.child_table, hop.child_column, above.parent_column, changes.touched.serialize())
+        if check not in referenced:
+            referenced[check] = _referencing_rows(spark, schema, layouts, snapshot, hop.child_column,
+                                                  changes.touched, above.parent_column, scratch)
+        pairs = referenced[check]
         if not len(pairs):
             return KeyChanges(BitMap64(), BitMap64(), BitMap64()), ""
         fks, own = pairs[:, 0], pairs[:, 1]
@@ -172,27 +217,6 @@ def _changes_at_parent(spark, snapshot, schema: Schema, table: str, cut: JoinInd
                              BitMap64(own[np.isin(fks, np.asarray(changes.off, dtype=np.int64))].tolist()),
                              BitMap64())
     return changes, ""
-
-
-def _keys_and_flags(rows, key: str, cut: JoinInduced, level: int, frames) -> tuple[np.ndarray, np.ndarray]:
-    """Keys of `rows` (a table on the cut's path at hop `level`'s parent) and whether
-    each reaches a source row satisfying the cut (joins down the path below it)."""
-    from pyspark.sql import functions as F
-
-    from ..spark.induced import with_induced_flags
-
-    if level == 0:  # the source table itself
-        flagged = rows.select(F.col(key).alias("_key"),
-                              F.coalesce(F.expr(to_sql(cut.source)), F.lit(False)).alias("_flag"))
-    else:
-        below = JoinInduced(tuple(cut.hops[:level]), cut.source)
-        marked = with_induced_flags(rows, [below], frames)
-        flagged = marked.frame.select(F.col(key).alias("_key"), F.col(marked.columns[0]).alias("_flag"))
-    data = flagged.where(F.col("_key").isNotNull()).toPandas()
-    keys = data["_key"].to_numpy(dtype=np.int64)
-    if (keys < 0).any():
-        raise ValueError(f"the batch holds negative keys in {key}")
-    return keys, data["_flag"].to_numpy(dtype=bool)
 
 
 def candidate_blocks(layout: ActiveLayout, column: Column, keys: BitMap64) -> list:
