@@ -60,6 +60,8 @@ URL_PREFIX = "/layouts"
 STEPS = ("ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog")
 REORG_STEPS = ("plan_reorg", "write_reorg", "verify_reorg", "activate_reorg")  # reorg.partial, layout_reoptimize
 REOPTIMIZE_DAG = "layout_reoptimize"
+CHANGES_STEPS = ("stage_changes", "write_changes", "verify_changes", "activate_changes")  # changes.apply.STEPS
+CHANGES_DAG = "layout_changes"
 MONITOR_DAG = "layout_workload_monitor"
 RUNS_FOLDER = "_runs"  # gc.RUNS_FOLDER (not imported: keeps this module light for every Airflow process)
 REORG_PLANNED = "reorg_planned.json"  # reorg.partial.PLANNED, in a reorganization run's table-wide folder
@@ -373,11 +375,14 @@ def run_folders(warehouse: Path, staged: str) -> list[tuple[str, str, Path]]:
 
 def run_steps(metrics: dict, dag_id: str = "") -> tuple[str, ...]:
     """The steps of the run a metrics.json belongs to, from the steps it recorded: the nightly's
-    (STEPS) or a partial reorganization's (REORG_STEPS); none of either yet: by the DAG."""
+    (STEPS), a partial reorganization's (REORG_STEPS) or a change batch's (CHANGES_STEPS); none
+    recorded yet: by the DAG."""
     if any(step in metrics for step in STEPS):
         return STEPS
     if any(step in metrics for step in REORG_STEPS) or dag_id == REOPTIMIZE_DAG:
         return REORG_STEPS
+    if any(step in metrics for step in CHANGES_STEPS) or dag_id == CHANGES_DAG:
+        return CHANGES_STEPS
     return STEPS
 
 

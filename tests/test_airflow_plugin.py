@@ -804,3 +804,12 @@ def test_the_run_page_of_a_cleared_and_rerun_nightly_run_shows_its_latest_versio
     (section,) = report.sections
     assert section.version.run_id == f"{STAGED}__rerun3" and section.version.state == "active"
     assert section.metrics == {"ingest": {"rows": 900}}
+
+
+def test_a_change_batch_run_lists_its_own_steps():
+    from layout_core.airflow_plugin import run_steps
+
+    staged = {"stage_changes": {"inserted": 40}, "write_changes": {"version": 9}}
+    assert run_steps(staged) == ("stage_changes", "write_changes", "verify_changes", "activate_changes")
+    assert run_steps({}, "layout_changes")[0] == "stage_changes"
+    assert run_steps({}, "layout_nightly")[0] == "ingest"
