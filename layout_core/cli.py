@@ -11,6 +11,7 @@
     layout route "<sql>" [--json] [--no-dips]
     layout explain "<sql>" [--json] [--no-dips]
     layout rewrite "<sql>" [--no-dips]
+    layout check [--queries 1000] [--seed 1] [--engine duckdb|spark] [--spark-sample N] [--json]
     layout catalog show
     layout optimizers
 
@@ -239,6 +240,46 @@ def cmd_reorganize(args) -> int:
     return 0
 
 
+def cmd_changes_apply(args) -> int:
+    import time
+
+    from .catalog import Catalog
+    from .changes.apply import apply_changes_in_process
+    from .pipeline.steps import RunPaths
+    from .schema import load_schema
+    from .spark_session import local_session
+
+    settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
+    schema = load_schema(args.schema or settings.schema)
+    table = schema.table(args.table)
+    if not args.inserted and not args.deleted:
+        raise UserError("give --inserted, --deleted or both")
+    run_id = args.run_id or f"changes-{time.strftime('%Y%m%dT%H%M%S')}"
+    paths = RunPaths(Path(settings.warehouse), table.name, args.partition, run_id)
+    spark = local_session("layout-changes")
+    try:
+        with Catalog(settings.catalog_url) as catalog:
+            metrics = apply_changes_in_process(spark, catalog, schema, paths, args.inserted or None,
+                                               args.deleted or None, settings.range_sets)
+    finally:
+        spark.stop()
+    if args.json:
+        print(json.dumps(metrics, indent=1, default=str))
+        return 0
+    staged, done = metrics["stage_changes"], metrics["activate_changes"]
+    if done.get("empty"):
+        print(f"{table.name}: the batch changes no row; version {done['version']} keeps serving (run {run_id})")
+        return 0
+    print(f"{table.name}: version {done.get('version')} replaces {done.get('base_version')} (run {run_id}): "
+          f"{staged['inserted']} rows inserted, {staged['deleted']} deleted "
+          f"({staged['deleted_missing']} deleted keys not found), {done.get('blocks_changed')} blocks changed, "
+          f"{staged['new_blocks']} new")
+    print(f"  join-induced cuts of other tables: {done.get('cuts_repaired')} repaired, "
+          f"{staged['cuts_left_stale']} left to go stale; this table's cuts marked stale: {staged['stale_cuts']} "
+          f"({staged['dangling_rows']} new rows without a parent row)")
+    return 0
+
+
 def _routing(args):
     from .catalog import Catalog
     from .schema import load_schema
@@ -277,13 +318,17 @@ def cmd_route(args) -> int:
     schema, index = _routing(args)
     route = route_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
     _record(args, route, "route")
-    for w in route.warnings:
-        log.warning(w)
     if args.json:
+        for w in route.warnings:
+            log.warning(w)
         print(json.dumps(route.to_json(), indent=2))
         return 0
-    if not route.analyzed:
-        print("read everything (the query could not be analyzed)")
+    if not route.analyzed:  # one line: the class of the failure and its reason
+        reason = " ".join(route.warnings[0].removeprefix("reading everything: ").split()) if route.warnings else ""
+        print(f"read everything: {route.failure}: {reason[:300]}")
+        return 0
+    for w in route.warnings:
+        log.warning(w)
     names = {r.ref: r.alias or r.table for r in route.refs}
     for r in route.refs:
         if r.read_all:
@@ -423,6 +468,18 @@ def cmd_bench_tpch(args) -> int:
                  work=Path(args.work), layouts=layouts, spark_e2e=args.spark, dips=args.dips)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2) if args.json else format_result(result))
+    return 0
+
+
+def cmd_bench_changes(args) -> int:
+    from .bench.changes import main_json, run
+
+    if args.json:
+        print(main_json(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
+                        work=Path(args.work)))
+        return 0
+    print(json.dumps(run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
+                         work=Path(args.work)), indent=2))
     return 0
 
 
@@ -580,9 +637,24 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("--json", action="store_true")
     ro.set_defaults(func=cmd_reorganize)
 
+    changes = sub.add_parser("changes", help="change batches on laid-out tables").add_subparsers(
+        dest="changes_command", required=True)
+    ca = changes.add_parser("apply", help="insert rows and delete keys of a laid-out table, repairing the "
+                                          "join-induced cuts of other tables (what the layout_changes DAG runs)")
+    from .changes.job import add_batch_arguments
+
+    add_batch_arguments(ca)
+    ca.add_argument("--run-id", help="a retry with the same run id resumes that run")
+    ca.add_argument("--json", action="store_true", help="print every step's numbers as JSON")
+    ca.set_defaults(func=cmd_changes_apply)
+
     from .calibrate import add_calibrate_parser
 
     add_calibrate_parser(sub)
+
+    from .check.cli import add_check_parser
+
+    add_check_parser(sub)
 
     st = sub.add_parser("stats", help="how many blocks the recorded queries skipped, per table and template")
     st.add_argument("--catalog", help="catalog URL")
@@ -640,6 +712,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "tuned and mto(join_key) too, and compute the semi-join lower bound")
     bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
+
+    bc = bench.add_parser("changes", help="MTO 6.5.2: change batches on mto layouts, cut repair vs recomputation")
+    bc.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
+    bc.add_argument("--block-rows", type=int, default=10_000, help="rows per block (default 10000)")
+    bc.add_argument("--per-template", type=int, default=4, help="instances per template (default 4)")
+    bc.add_argument("--work", default=".layout/bench/changes", help="folder for data and results")
+    bc.add_argument("--json", action="store_true", help="one line of JSON")
+    bc.set_defaults(func=cmd_bench_changes)
 
     from .bench.shift import add_shift_parser
 
