@@ -40,11 +40,11 @@ import numpy as np
 from ..catalog import BlockRecord, Catalog, CatalogError, CutUpdate
 from ..pipeline.artifacts import write_artifact
 from ..pipeline.steps import RunPaths, StepError, read_step_artifact, record_metrics, rows_fingerprint, written_frame
-from ..predicates import in_list, loads, value_from_json
+from ..predicates import loads, value_from_json
 from ..schema import Schema, TableSchema
 from ..skipping.rangesets import merge_column_stats
 from ..skipping.router import cut_is_current
-from .repair import IN_LIST_LIMIT, candidate_blocks, repair_cuts, source_frame_tables
+from .repair import candidate_blocks, repair_cuts, source_frame_tables
 
 log = logging.getLogger("layout.changes")
 
@@ -268,26 +268,12 @@ def _rows_with_keys(spark, layout, location: str, table: TableSchema, wanted):
 
     pk = list(table.primary_key)
     first = pk[0]
-    values = [r[0] for r in wanted.select(first).distinct().collect() if r[0] is not None]
+    values = sorted(r[0] for r in wanted.select(first).distinct().collect() if r[0] is not None)
     empty = spark.createDataFrame([], ", ".join([f"`{c}` {table.spark_type(c)}" for c in table.column_names]
                                                 + [f"`{BLOCK_COLUMN}` int"]))
     if not values:
         return empty
-    column = table.column(first)
-    if isinstance(values[0], (int, np.integer)) and len(values) > IN_LIST_LIMIT:
-        from pyroaring import BitMap64
-
-        blocks = candidate_blocks(layout, column, BitMap64([v for v in values if v >= 0])) \
-            if min(values) >= 0 else layout.blocks
-    elif len(values) <= IN_LIST_LIMIT:
-        from ..skipping.router import LayoutIndex
-        from ..skipping.zonemaps import might_match_blocks
-
-        index = LayoutIndex.from_blocks(table.name, layout.blocks, ())
-        might = might_match_blocks(in_list(column, values), index.zone_maps)
-        blocks = [b for b, m in zip(layout.blocks, might) if m]
-    else:
-        blocks = list(layout.blocks)
+    blocks = candidate_blocks(layout, table.column(first), values)
     paths = [b.path for b in blocks if b.row_count > 0]
     if not paths:
         return empty
@@ -420,10 +406,10 @@ def _dangling(spark, rows, hop, snapshot, schema: Schema, scratch: Path) -> int:
 
 def _roots(layout):
     """The layout's trees as optimizer nodes (tree 0, 1, ...); () without trees."""
-    from ..reorg.shift import _tree_from_records
+    from ..reorg.shift import tree_from_records
 
     trees = sorted({n.tree for n in layout.trees})
-    return [_tree_from_records([n for n in layout.trees if n.tree == t])[0] for t in trees]
+    return [tree_from_records([n for n in layout.trees if n.tree == t])[0] for t in trees]
 
 
 def _leaf_blocks(spark, layout, table: TableSchema, sort_column: str | None):

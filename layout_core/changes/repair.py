@@ -219,12 +219,13 @@ def _changes_at_parent(spark, snapshot, schema: Schema, cut: JoinInduced, level:
     return changes, ""
 
 
-def candidate_blocks(layout: ActiveLayout, column: Column, keys: BitMap64) -> list:
-    """The blocks of a layout whose statistics may hold one of `keys` in `column`."""
-    if not keys:
+def candidate_blocks(layout: ActiveLayout, column: Column, keys: Sequence) -> list:
+    """The blocks of a layout whose statistics may hold one of `keys` (sorted, e.g. a
+    Roaring bitmap) in `column`: by the keys themselves, or by their range when many."""
+    if not len(keys):
         return []
     atom = (in_list(column, keys) if len(keys) <= IN_LIST_LIMIT
-            else Between(column, int(keys.min()), int(keys.max())))
+            else Between(column, keys[0], keys[-1]))
     index = LayoutIndex.from_blocks(layout.version.table, layout.blocks, ())
     might = might_match_blocks(atom, index.zone_maps)
     return [b for b, m in zip(layout.blocks, might) if m]

@@ -130,12 +130,12 @@ def old_tree(layout: ActiveLayout) -> OldTree:
     single_leaf = all(len(b.leaves) >= 1 and len(b.leaves[0]) == 1 for b in layout.blocks)
     several_trees = any(n.tree > 0 for n in layout.trees)
     if layout.version.optimizer in TREE_OPTIMIZERS and nodes and single_leaf and not several_trees:
-        root, node_ids = _tree_from_records(nodes)
+        root, node_ids = tree_from_records(nodes)
         return OldTree(root, node_ids, {b.block_id: b.leaves[0][0] for b in layout.blocks}, False)
     return OldTree(Node.leaf(0, np.zeros(0, np.int64), 0), (0,), {b.block_id: 0 for b in layout.blocks}, True)
 
 
-def _tree_from_records(nodes: Sequence[TreeNodeRecord]) -> tuple[Node, tuple[int, ...]]:
+def tree_from_records(nodes: Sequence[TreeNodeRecord]) -> tuple[Node, tuple[int, ...]]:
     by_id = {n.node_id: n for n in nodes}
     (root_id,) = tree_roots(nodes)[0]
     order, queue = [], deque([root_id])
