@@ -63,11 +63,17 @@ with DAG(
     max_active_runs=1,
     default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     tags=["layout"],
+    # JSON-schema constraints refuse the obvious cases in the trigger form; the job checks
+    # everything again (layout_core.params) before any work. As in layout_nightly.py.
     params={
-        "table": Param("customer", type="string", description="the laid-out table the batch changes"),
-        "partition": Param("", type="string", description="its partition ('' = laid out whole)"),
-        "inserted": Param("", type="string", description="Parquet path of the inserted rows (every column)"),
-        "deleted": Param("", type="string", description="Parquet path of the deleted primary keys"),
+        "table": Param("customer", type="string", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+                       description="the laid-out table the batch changes"),
+        "partition": Param("", type="string", pattern=r"^(?!.*\.\.)[^/\\\x00-\x1f\x7f]{0,256}$",
+                           description="its partition ('' = laid out whole)"),
+        "inserted": Param("", type="string", pattern=r"^(?!(.*[/\\])?\.\.([/\\].*)?$)[^\x00-\x1f\x7f]*$",
+                          description="Parquet path of the inserted rows (every column)"),
+        "deleted": Param("", type="string", pattern=r"^(?!(.*[/\\])?\.\.([/\\].*)?$)[^\x00-\x1f\x7f]*$",
+                         description="Parquet path of the deleted primary keys"),
     },
 ) as dag:
 

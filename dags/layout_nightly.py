@@ -153,18 +153,27 @@ NIGHTLY_START_DATE = _env_start_date("LAYOUT_NIGHTLY_START_DATE", "2024-01-01")
 WAIT_TIMEOUT = _env_seconds("LAYOUT_NIGHTLY_WAIT_TIMEOUT", 6 * 3600)
 POKE_INTERVAL = _env_seconds("LAYOUT_NIGHTLY_POKE_INTERVAL", 300)
 
+# Checked again, fully, by the jobs (layout_core.params) before any work; these JSON-schema
+# constraints refuse the obvious cases in the trigger form already (Jinja may follow here,
+# so a partition or path is only kept free of separators, '..' and control characters).
+TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+COLUMN_PATTERN = r"^([A-Za-z_][A-Za-z0-9_]{0,127})?$"
+PARTITION_PATTERN = r"^(?!.*\.\.)[^/\\\x00-\x1f\x7f]{0,256}$"  # params.PARTITION_PARAM_PATTERN
+PATH_PATTERN = r"^(?!(.*[/\\])?\.\.([/\\].*)?$)[^\x00-\x1f\x7f]*$"  # params.PATH_PARAM_PATTERN: no '..' part
+MAX_BLOCK_ROWS = 10**9  # params.MAX_BLOCK_ROWS (not imported: this file stays light)
+
 NIGHTLY_PARAMS = {
-    "table": Param("lineitem", type="string", description="warehouse table"),
-    "partition": Param("", type="string",
+    "table": Param("lineitem", type="string", pattern=TABLE_PATTERN, description="warehouse table"),
+    "partition": Param("", type="string", pattern=PARTITION_PATTERN,
                        description="partition value (default: the run's date, {{ ds }}); may use the "
                                    "run's date as Jinja, e.g. {{ ds_nodash }}"),
-    "source": Param("", type="string",
+    "source": Param("", type="string", pattern=PATH_PATTERN,
                     description="Parquet path of the batch; may use the run's date as Jinja, "
                                 "e.g. /landing/lineitem/dt={{ ds }}"),
     "ready_file": Param("", type="string",
                         description="a file the source folder holds once the batch is complete, "
                                     "e.g. _SUCCESS (default: any data file)"),
-    "date_column": Param("", type="string", description="column for the date range (optional)"),
+    "date_column": Param("", type="string", pattern=COLUMN_PATTERN, description="column for the date range (optional)"),
     "start": Param("", type="string",
                    description="first date of the batch, inclusive (optional; may be {{ ds }})"),
     "end": Param("", type="string",
@@ -172,11 +181,11 @@ NIGHTLY_PARAMS = {
                              "{{ macros.ds_add(ds, 1) }})"),
     "optimizer": Param("fineblock", type="string",
                        description="a registered optimizer (`layout optimizers` lists them and their settings)"),
-    "block_rows": Param(50000, type="integer", minimum=1, description="rows per block"),
+    "block_rows": Param(50000, type="integer", minimum=1, maximum=MAX_BLOCK_ROWS, description="rows per block"),
     "settings": Param({}, type="object",
                       description='the optimizer\'s other settings, e.g. {"sort_column": "l_shipdate"} '
                                   'or {"trees": 3} for pando'),
-    "query_log": Param("", type="string", description="SQL file of past queries"),
+    "query_log": Param("", type="string", pattern=PATH_PATTERN, description="SQL file of past queries"),
 }
 
 
@@ -217,6 +226,19 @@ NIGHTLY_RUN_ARGS = [
 ]
 
 
+def check_rendered(resolved: dict) -> None:
+    """The partition, source and dates as rendered for the run, checked as the jobs will
+    check them (layout_core.params): a bad one fails the run before it waits for anything."""
+    from layout_core import params
+    from layout_core.config import load_settings
+
+    params.partition_value(resolved["partition"], required=True)
+    if resolved["source"]:
+        params.input_path(resolved["source"], "the source", load_settings().allowed_roots)
+    params.iso_date(resolved["start"], "start")
+    params.iso_date(resolved["end"], "end")
+
+
 class LandingSensor(BaseSensorOperator):
     """Waits until the run's batch has landed; returns (XCom) the source, partition and date
     range rendered for the run's logical date, and the run key the steps build one catalog
@@ -243,6 +265,7 @@ class LandingSensor(BaseSensorOperator):
             raise AirflowFailException(f"cannot render {what} {text!r} for this run: {e}") from None
 
     def poke(self, context) -> PokeReturnValue:
+        from layout_core.errors import UserError
         from layout_core.landing import LandingError, missing_input
 
         params = context["params"]
@@ -255,8 +278,9 @@ class LandingSensor(BaseSensorOperator):
         if not resolved["partition"]:
             raise AirflowFailException("the partition rendered empty: set the partition param")
         try:
+            check_rendered(resolved)
             missing = missing_input(resolved["source"], params.get("ready_file") or "")
-        except LandingError as e:
+        except (LandingError, UserError) as e:
             raise AirflowFailException(str(e)) from None
         if missing:
             self._waiting_for = missing
@@ -344,17 +368,21 @@ with DAG(
     schedule=os.environ.get("LAYOUT_STAR_SCHEDULE") or None,
     **DAG_DEFAULTS,
     params={
-        "source_dir": Param("", type="string", description="folder with <table>.parquet for every table"),
-        "partition": Param("", type="string", description="fact partition (default: the run's date)"),
-        "date_column": Param("", type="string", description="fact column for the date range (optional)"),
+        "source_dir": Param("", type="string", pattern=PATH_PATTERN,
+                            description="folder with <table>.parquet for every table"),
+        "partition": Param("", type="string", pattern=PARTITION_PATTERN,
+                           description="fact partition (default: the run's date)"),
+        "date_column": Param("", type="string", pattern=COLUMN_PATTERN,
+                             description="fact column for the date range (optional)"),
         "start": Param("", type="string", description="first date of the fact batch, inclusive (optional)"),
         "end": Param("", type="string", description="end date of the fact batch, exclusive (optional)"),
         "optimizer": Param("mto", type="string", description="a registered optimizer"),
-        "block_rows": Param(50000, type="integer", minimum=1, description="rows per fact block"),
-        "dimension_block_rows": Param(50000, type="integer", minimum=1, description="rows per dimension block"),
+        "block_rows": Param(50000, type="integer", minimum=1, maximum=MAX_BLOCK_ROWS, description="rows per fact block"),
+        "dimension_block_rows": Param(50000, type="integer", minimum=1, maximum=MAX_BLOCK_ROWS,
+                                      description="rows per dimension block"),
         "settings": Param({}, type="object",
                           description='the optimizer\'s other settings for the fact table, e.g. {"trees": 3} for pando'),
-        "query_log": Param("", type="string", description="SQL file of past queries"),
+        "query_log": Param("", type="string", pattern=PATH_PATTERN, description="SQL file of past queries"),
     },
 ) as star_dag:
     chain(*[table_steps(table, fact=(table == STAR_TABLES[-1])) for table in STAR_TABLES])

@@ -63,7 +63,8 @@ with DAG(
     default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     tags=["layout"],
     params={
-        "table": Param("", type="string", description="the table (a shift event's table when it triggered the run)"),
+        "table": Param("", type="string", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,127})?$",
+                       description="the table (a shift event's table when it triggered the run)"),
         "q": Param(200, type="number", exclusiveMinimum=0,
                    description="queries expected before the next workload shift"),
         "window_hours": Param(24, type="number", exclusiveMinimum=0, description="history window of the new queries"),

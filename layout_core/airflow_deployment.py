@@ -46,6 +46,7 @@ from pathlib import Path
 
 from .airflow_run import PROJECT, _airflow, airflow_env
 from .errors import ToolError
+from .params import masked_url
 from .processes import alive, proc_stat, process_tree, reap, stop_processes
 
 PG_SERVER = os.environ.get("LAYOUT_AIRFLOW_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
@@ -494,7 +495,7 @@ def cli_start(home: Path, database: str, port: int, server: str = PG_SERVER) -> 
         name: {"pid": pid, "start_time": _start_time(pid)} for name, pid in deployment.pids.items()}}
     state_file.write_text(json.dumps(state, indent=2) + "\n")
     print(f"Airflow is up: {deployment.url}  login: {deployment.username} / {password}\n"
-          f"  metadata: PostgreSQL database {database}; catalog: {settings.catalog_url}; "
+          f"  metadata: PostgreSQL database {database}; catalog: {masked_url(settings.catalog_url)}; "
           f"warehouse: {settings.warehouse}\n  logs: {home}/*.log; pids: {state_file}\n"
           f"  stop it with `make airflow-stop`")
     return 0

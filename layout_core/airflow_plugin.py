@@ -210,7 +210,8 @@ def _sqlite_file_missing(url: str) -> bool:
 
 def _safe_reason(error: BaseException, url: str) -> str:
     """The driver's one-line reason, with the URL and its password taken out."""
-    reason = str(getattr(error, "orig", None) or error).strip().splitlines()
+    # CatalogUnreachable's `reason` is the driver's alone: its message names the (masked) URL
+    reason = str(getattr(error, "reason", None) or getattr(error, "orig", None) or error).strip().splitlines()
     text = reason[0] if reason else type(error).__name__
     try:
         parsed = sa.make_url(url)
@@ -241,10 +242,12 @@ class CatalogPool:
     def read(self, url: str, reader: Callable[[Any], Any], empty: Callable[[], Any]):
         """reader(catalog), or empty() when the catalog does not exist yet; CatalogUnavailable
         when its database cannot be reached or read."""
+        from .catalog import CatalogUnreachable
+
         try:
             catalog = self._catalog(url)
             return empty() if catalog is None else reader(catalog)
-        except (sa.exc.SQLAlchemyError, ImportError) as e:
+        except (sa.exc.SQLAlchemyError, ImportError, CatalogUnreachable) as e:
             self.drop(url)
             log.warning("layout catalog (%s) unavailable: %s", _backend(url), _safe_reason(e, url))
             raise CatalogUnavailable(f"{type(e).__name__}: {_safe_reason(e, url)}") from None

@@ -30,6 +30,9 @@ from pathlib import Path
 from .catalog import CatalogError
 from .config import load_settings
 from .errors import UserError
+from .params import ParamError, input_path, masked_url, table_of, text_file
+from .params import block_rows as check_block_rows
+from .params import run_id as check_run_id
 
 log = logging.getLogger("layout")
 
@@ -45,6 +48,13 @@ def _templates(text: str | None) -> list[int] | None:
     if bad:
         raise argparse.ArgumentTypeError(f"TPC-H templates are 1..22, not {bad}")
     return numbers
+
+
+def _block_rows(text: str) -> int:
+    try:
+        return check_block_rows(text, "--block-rows")
+    except ParamError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------
@@ -74,7 +84,9 @@ def cmd_workload_analyze(args) -> int:
     from .schema import load_schema
     from .workload.analyze import analyze_file, format_summary
 
-    schema = load_schema(args.schema or load_settings().schema)
+    settings = load_settings()
+    text_file(args.file, "the query log", settings.allowed_roots)
+    schema = load_schema(args.schema or settings.schema)
     summary = analyze_file(args.file, schema, args.max_depth)
     if args.json:
         print(json.dumps(summary.to_json(), indent=2))
@@ -90,6 +102,8 @@ def cmd_workload_import(args) -> int:
     from .workload.history import parse_query_log
 
     settings = load_settings(catalog_url=args.catalog)
+    if args.file != "-":
+        text_file(args.file, "the query log", settings.allowed_roots)
     text = _read_sql(args.file) if args.file == "-" else Path(args.file).read_text()
     parsed = parse_query_log(text, dt.datetime.now(dt.timezone.utc), settings.history_retention_days)
     for bad in parsed.bad[:args.show_bad]:
@@ -175,6 +189,9 @@ def cmd_workload_shift(args) -> int:
     from .reorg.job import default_w
 
     settings = load_settings(catalog_url=args.catalog)
+    schema = load_schema(args.schema or settings.schema)
+    if args.table:
+        table_of(schema, args.table)
     spark = local_session("layout-workload-shift")
     try:
         with Catalog(settings.catalog_url) as catalog:
@@ -183,8 +200,7 @@ def cmd_workload_shift(args) -> int:
                                       min_references=args.min_references, prune=not args.no_prune)
             except ValueError as e:
                 raise UserError(str(e)) from None
-            reports = monitor_tables(spark, catalog, load_schema(args.schema or settings.schema),
-                                     [args.table] if args.table else [], shift)
+            reports = monitor_tables(spark, catalog, schema, [args.table] if args.table else [], shift)
     finally:
         spark.stop()
     if args.json:
@@ -215,7 +231,10 @@ def cmd_reorganize(args) -> int:
     from .spark_session import local_session
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
-    run_id = args.run_id or f"reorganize-{time.strftime('%Y%m%dT%H%M%S')}"
+    schema = load_schema(args.schema or settings.schema)
+    table = table_of(schema, args.table).name
+    input_path(settings.warehouse, "the warehouse", settings.allowed_roots)
+    run_id = check_run_id(args.run_id) if args.run_id else f"reorganize-{time.strftime('%Y%m%dT%H%M%S')}"
     spark = local_session("layout-reorganize")
     try:
         with Catalog(settings.catalog_url) as catalog:
@@ -223,15 +242,14 @@ def cmd_reorganize(args) -> int:
                 shift = ShiftSettings(q=args.q, w=args.w or default_w(catalog), window_hours=args.window_hours)
             except ValueError as e:
                 raise UserError(str(e)) from None
-            result = reorganize_in_process(spark, catalog, load_schema(args.schema or settings.schema),
-                                           Path(settings.warehouse), args.table, run_id, shift,
-                                           settings.range_sets)
+            result = reorganize_in_process(spark, catalog, schema, Path(settings.warehouse), table, run_id,
+                                           shift, settings.range_sets)
     finally:
         spark.stop()
     if args.json:
         print(json.dumps(result, indent=1, default=str))
         return 0
-    print(f"{args.table}: {result['plan']['reason']} (run {run_id})")
+    print(f"{table}: {result['plan']['reason']} (run {run_id})")
     for partition, m in result["partitions"].items():
         done = m.get("activate_reorg", {})
         print(f"  {partition or '(unpartitioned)'}: version {done.get('version')} replaces "
@@ -245,13 +263,14 @@ def cmd_changes_apply(args) -> int:
 
     from .catalog import Catalog
     from .changes.apply import apply_changes_in_process
+    from .changes.job import checked_batch
     from .pipeline.steps import RunPaths
     from .schema import load_schema
     from .spark_session import local_session
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
     schema = load_schema(args.schema or settings.schema)
-    table = schema.table(args.table)
+    table = checked_batch(args, settings, schema)
     if not args.inserted and not args.deleted:
         raise UserError("give --inserted, --deleted or both")
     run_id = args.run_id or f"changes-{time.strftime('%Y%m%dT%H%M%S')}"
@@ -303,12 +322,12 @@ def _record(args, route, source: str) -> None:
         record(route)
 
 
-def _read_sql(text: str) -> str:
+def _read_sql(text: str, roots: tuple[str, ...] = ()) -> str:
     """The SQL given on the command line, or read from a file with @path or from stdin with -."""
     if text == "-":
         return sys.stdin.read()
     if text.startswith("@"):
-        return Path(text[1:]).read_text()
+        return Path(text_file(text[1:], "the SQL file", roots)).read_text()
     return text
 
 
@@ -316,7 +335,7 @@ def cmd_route(args) -> int:
     from .skipping.router import route_query
 
     schema, index = _routing(args)
-    route = route_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
+    route = route_query(_read_sql(args.sql, load_settings(catalog_url=args.catalog).allowed_roots), index, schema, dips=not args.no_dips)
     _record(args, route, "route")
     if args.json:
         for w in route.warnings:
@@ -354,7 +373,7 @@ def cmd_explain(args) -> int:
     from .skipping.explain import explain_query
 
     schema, index = _routing(args)
-    explanation = explain_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
+    explanation = explain_query(_read_sql(args.sql, load_settings(catalog_url=args.catalog).allowed_roots), index, schema, dips=not args.no_dips)
     for w in explanation.route.warnings:
         log.warning(w)
     if args.json:
@@ -383,7 +402,7 @@ def cmd_rewrite(args) -> int:
     from .skipping.router import route_query
 
     schema, index = _routing(args)
-    route = route_query(_read_sql(args.sql), index, schema, dips=not args.no_dips)
+    route = route_query(_read_sql(args.sql, load_settings(catalog_url=args.catalog).allowed_roots), index, schema, dips=not args.no_dips)
     _record(args, route, "rewrite")
     for w in route.warnings:
         log.warning(w)
@@ -402,6 +421,9 @@ def cmd_run_workload(args) -> int:
     from .workload.history import QueryRecorder
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
+    text_file(args.file, "the query file", settings.allowed_roots)
+    if args.raw:
+        input_path(args.raw, "--raw", settings.allowed_roots)
     schema = load_schema(args.schema or settings.schema)
     statements = [s.sql for s in split_statements(Path(args.file).read_text())]
     with Catalog(settings.catalog_url) as catalog:
@@ -495,6 +517,9 @@ def cmd_dag_test(args) -> int:
         raise UserError(f"--conf is not JSON: {e}") from None
     if not isinstance(conf, dict):
         raise UserError("--conf must be a JSON object of the DAG's params")
+    for name in ("block_rows", "dimension_block_rows"):
+        if name in conf:
+            check_block_rows(conf[name], name)
     home = Path(args.airflow_home).resolve()
     env = airflow_env(home, settings.catalog_url, Path(settings.warehouse).resolve())
     if Path(settings.schema).is_file():  # the jobs run elsewhere: give them an absolute path
@@ -516,6 +541,9 @@ def cmd_optimizers(args) -> int:
 def cmd_gc(args) -> int:
     from .gc import run_gc
 
+    settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
+    input_path(settings.warehouse, "the warehouse", settings.allowed_roots)
+
     report = run_gc(args.older_than, dry_run=args.dry_run, catalog_url=args.catalog,
                     warehouse=args.warehouse)
     if args.json:
@@ -534,7 +562,7 @@ def cmd_catalog_show(args) -> int:
     with Catalog(settings.catalog_url) as catalog:
         tables = catalog.tables()
         if not tables:
-            print(f"no tables in {settings.catalog_url}")
+            print(f"no tables in {masked_url(settings.catalog_url)}")
         for t in tables:
             print(f"{t.name}  location={t.location}  partitioned by={t.partition_column or '-'}")
             for v in catalog.versions(t.name):
@@ -688,7 +716,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--train", type=int, default=800, help="training queries (default 800)")
     bs.add_argument("--test", type=int, default=80, help="test queries (default 80)")
     bs.add_argument("--num-feat", type=int, default=15)
-    bs.add_argument("--block-rows", type=int,
+    bs.add_argument("--block-rows", type=_block_rows,
                     help="rows per block, Sun's minSize (default: about 10 blocks per month partition)")
     bs.add_argument("--sweep", action="store_true", help="also sweep minSize from 0.1x to 4x")
     bs.add_argument("--no-spark", action="store_true", help="skip writing layouts and timing Spark")
@@ -698,7 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bt = bench.add_parser("tpch", help="B1: sortkey, zorder, hilbert, qdtree, mto on all TPC-H tables")
     bt.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    bt.add_argument("--block-rows", type=int, default=10_000, help="rows per block (default 10000)")
+    bt.add_argument("--block-rows", type=_block_rows, default=10_000, help="rows per block (default 10000)")
     bt.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
     bt.add_argument("--work", default=".layout/bench/tpch", help="folder for data and results")
     bt.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
@@ -715,7 +743,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bc = bench.add_parser("changes", help="MTO 6.5.2: change batches on mto layouts, cut repair vs recomputation")
     bc.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    bc.add_argument("--block-rows", type=int, default=10_000, help="rows per block (default 10000)")
+    bc.add_argument("--block-rows", type=_block_rows, default=10_000, help="rows per block (default 10000)")
     bc.add_argument("--per-template", type=int, default=4, help="instances per template (default 4)")
     bc.add_argument("--work", default=".layout/bench/changes", help="folder for data and results")
     bc.add_argument("--json", action="store_true", help="one line of JSON")

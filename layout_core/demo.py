@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .airflow_run import airflow_env, run_dag_test
 from .catalog import Catalog
+from .params import masked_url
 from .schema import load_schema
 from .skipping.router import RoutingIndex, route_query
 from .sql.statements import split_statements
@@ -216,7 +217,7 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
           f"vs {report['spark_files_read']['as_written']} as written")
     print(f"  chart: {home / 'report.png'}   numbers: {home / 'report.json'}   "
           f"total {report['seconds']:.0f} s")
-    print(f"  the fineblock layouts and the test queries' history are in {catalog_url}: try\n"
+    print(f"  the fineblock layouts and the test queries' history are in {masked_url(catalog_url)}: try\n"
           f"    layout route \"SELECT count(*) FROM lineitem WHERE l_shipdate < date '1995-03-01'\"\n"
-          f"    layout stats" + ("" if catalog_url == _default_catalog() else f"   (with --catalog {catalog_url})"))
+          f"    layout stats" + ("" if catalog_url == _default_catalog() else f"   (with --catalog {masked_url(catalog_url)})"))
     return 0 if all(same[name] == len(checked) for name, checked in checks.items()) else 1

@@ -169,16 +169,32 @@ class Schema:
         }
 
 
+# Schema names and types are written into Spark SQL and DuckDB statements (views, casts):
+# plain identifiers and type names only, so no name can end a quoted one or a statement.
+_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
+_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_(), <>:]{0,199}$")
+
+
+def _checked_name(name: str, what: str) -> str:
+    if not _NAME.match(name):
+        raise SchemaError(f"{what} {name[:80]!r} must be a plain name: letters, digits and _, "
+                          f"not starting with a digit, at most 128 characters")
+    return name
+
+
 def schema_from_dict(data: Mapping) -> Schema:
     if not isinstance(data, Mapping) or not isinstance(data.get("tables"), Mapping):
         raise SchemaError("a schema needs a 'tables' mapping")
     tables: dict[str, TableSchema] = {}
     for tname, spec in data["tables"].items():
-        tname = str(tname).lower()
+        tname = _checked_name(str(tname).lower(), "table")
         cols = spec.get("columns") if isinstance(spec, Mapping) else None
         if not isinstance(cols, Mapping) or not cols:
             raise SchemaError(f"table {tname}: 'columns' must map column names to types")
-        columns = tuple((str(c).lower(), str(t)) for c, t in cols.items())
+        columns = tuple((_checked_name(str(c).lower(), f"table {tname}: column"), str(t)) for c, t in cols.items())
+        bad_types = [t for _, t in columns if not _TYPE.match(t)]
+        if bad_types:
+            raise SchemaError(f"table {tname}: {bad_types[0][:80]!r} is not a Spark type name")
         names = {c for c, _ in columns}
         pk = tuple(str(c).lower() for c in spec.get("primary_key", []))
         fks = []

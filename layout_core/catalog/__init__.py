@@ -19,7 +19,7 @@ from .records import (
     VersionInfo,
     leaf_of,
 )
-from .store import Catalog, CatalogError, VersionSuperseded, check_trees
+from .store import Catalog, CatalogError, CatalogUnreachable, VersionSuperseded, check_trees
 
 __all__ = [
     "CUT_KINDS",
@@ -31,6 +31,7 @@ __all__ = [
     "CalibrationRecord",
     "Catalog",
     "CatalogError",
+    "CatalogUnreachable",
     "CatalogSnapshot",
     "CutRecord",
     "CutUpdate",

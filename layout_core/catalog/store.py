@@ -208,6 +208,18 @@ class CatalogError(Exception):
     """The catalog was misused: unknown table or version, or a wrong state change."""
 
 
+class CatalogUnreachable(CatalogError):
+    """The catalog database cannot be opened. The message names the URL with its password
+    masked; `reason` is the driver's reason alone, without the URL."""
+
+    def __init__(self, url: str, error: BaseException) -> None:
+        from ..params import masked_url, without_secrets
+
+        lines = str(getattr(error, "orig", None) or error).strip().splitlines()
+        self.reason = without_secrets(lines[0] if lines else type(error).__name__, url)[:300]
+        super().__init__(f"cannot open the catalog {masked_url(url)}: {self.reason}")
+
+
 class VersionSuperseded(CatalogError):
     """`activate` refused a version because another version replaced the one it was
     built from (its base): activating it would silently undo a newer layout. The
@@ -446,15 +458,20 @@ class Catalog:
     def __init__(self, url: str, *, clock: Callable[[], dt.datetime] | None = None) -> None:
         self.url = url
         self._clock = clock or _utcnow
-        self._engine = _make_engine(url)
-        self._is_postgres = self._engine.dialect.name == "postgresql"
-        with self._write() as conn:
-            if self._is_postgres:
-                # Workers opening the catalog together would race to create or alter
-                # the same table; SQLite's BEGIN IMMEDIATE already serializes them.
-                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK_KEY)))
-            metadata.create_all(conn)
-            _add_missing_columns(conn)
+        try:
+            self._engine = _make_engine(url)
+            self._is_postgres = self._engine.dialect.name == "postgresql"
+            with self._write() as conn:
+                if self._is_postgres:
+                    # Workers opening the catalog together would race to create or alter
+                    # the same table; SQLite's BEGIN IMMEDIATE already serializes them.
+                    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(SCHEMA_LOCK_KEY)))
+                metadata.create_all(conn)
+                _add_missing_columns(conn)
+        except (sa.exc.SQLAlchemyError, ValueError, ImportError) as e:
+            # SQLAlchemy's own messages may quote the whole URL, password included: never
+            # let them reach a log (ValueError: a port that is no number; ImportError: no driver)
+            raise CatalogUnreachable(url, e) from None
 
     def close(self) -> None:
         """Release pooled connections (the catalog can be used again afterwards)."""

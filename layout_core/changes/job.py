@@ -35,24 +35,42 @@ def add_batch_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schema", help="schema name or file (default LAYOUT_SCHEMA or tpch)")
 
 
+def checked_batch(args, settings, schema):
+    """The batch's table, its arguments validated (layout_core.params) before any work."""
+    from .. import params
+
+    roots = settings.allowed_roots
+    table = params.table_of(schema, args.table)
+    params.partition_value(args.partition)
+    params.input_path(settings.warehouse, "the warehouse", roots)
+    for flag, path in (("--inserted", args.inserted), ("--deleted", args.deleted)):
+        if path:
+            params.input_path(path, flag, roots)
+    if getattr(args, "run_id", None) is not None:
+        params.run_id(args.run_id)
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
-    from ..catalog import Catalog
+    from ..catalog import Catalog, CatalogUnreachable
     from ..config import load_settings
+    from ..errors import UserError
     from ..pipeline.steps import RunPaths, StepError
-    from ..schema import SchemaError, load_schema
-    from ..spark_session import job_session
-    from . import apply
+    from ..schema import load_schema
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
-    schema = load_schema(config.schema)
     try:
-        table = schema.table(args.table)
-    except SchemaError as e:
-        logging.getLogger("layout.changes").error("%s failed: %s", args.step, e)
-        return 1
+        config = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
+        schema = load_schema(config.schema)
+        table = checked_batch(args, config, schema)
+    except UserError as e:  # nothing started yet: no Spark, no catalog
+        logging.getLogger("layout.changes").error("%s refused its arguments: %s", args.step, e)
+        return 2
+    from ..spark_session import job_session
+    from . import apply
+
     paths = RunPaths(Path(config.warehouse), table.name, args.partition, args.run_id)
     spark = job_session(f"layout-{args.step}-{table.name}")
     try:
@@ -65,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 apply.verify_changes(spark, paths, catalog, schema)
             else:
                 apply.activate_changes(spark, paths, catalog, schema, config.range_sets)
-    except StepError as e:
+    except (StepError, CatalogUnreachable) as e:
         logging.getLogger("layout.changes").error("%s failed: %s", args.step, e)
         return 1
     finally:

@@ -8,6 +8,7 @@ import logging
 import sys
 
 from ..errors import UserError
+from ..params import input_path, masked_url
 
 log = logging.getLogger("layout.check")
 
@@ -60,11 +61,13 @@ def cmd_check(args) -> int:
     from .run import run_check
 
     settings = load_settings(catalog_url=args.catalog)
+    if args.raw:
+        input_path(args.raw, "--raw", settings.allowed_roots)
     schema = load_schema(args.schema or settings.schema)
     with Catalog(settings.catalog_url) as catalog:
         snapshot = catalog.snapshot()
     if not snapshot.layouts:
-        raise UserError(f"no active layout in {settings.catalog_url}: nothing to check")
+        raise UserError(f"no active layout in {masked_url(settings.catalog_url)}: nothing to check")
     raw = raw_tables(args.raw, list(schema.tables))
     profile = profile_of(schema, snapshot, raw, seed=args.seed)
     left_out = sorted(set(schema.tables) - set(profile.tables))

@@ -38,6 +38,11 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _name(identifier: str) -> str:
+    """A DuckDB quoted identifier (a quote in it doubled, so it cannot end the name)."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
 class DuckDBEngine:
     """An in-memory DuckDB with a view per table over its block files (or a raw
     Parquet path for a table without a layout)."""
@@ -61,7 +66,7 @@ class DuckDBEngine:
 
     @staticmethod
     def _view(table, snapshot: CatalogSnapshot, raw: Mapping[str, str]) -> str | None:
-        name = f'"{table.name}"'
+        name = _name(table.name)
         info = snapshot.tables.get(table.name)
         if snapshot.layouts_of(table.name) and info is not None:
             files = active_block_files(snapshot, table.name)
@@ -106,10 +111,10 @@ class DuckDBEngine:
 def _empty_select(table, partition_column: str | None) -> str:
     from sqlglot import exp
 
-    items = [f"CAST(NULL AS {exp.DataType.build(t, dialect='spark').sql('duckdb')}) AS \"{c}\""
+    items = [f"CAST(NULL AS {exp.DataType.build(t, dialect='spark').sql('duckdb')}) AS {_name(c)}"
              for c, t in table.columns]
     if partition_column:
-        items.append(f'CAST(NULL AS VARCHAR) AS "{partition_column}"')
+        items.append(f'CAST(NULL AS VARCHAR) AS {_name(partition_column)}')
     items.append('CAST(NULL AS INTEGER) AS "block_id"')
     return f"SELECT {', '.join(items)} WHERE FALSE"
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 
 from ..errors import UserError
+from ..params import MAX_BLOCK_ROWS
 from ..predicates import Predicate, to_sql
 from ..schema import TableSchema
 
@@ -237,8 +238,9 @@ class Optimizer:
                             f"(its settings: {', '.join(known)})")
         resolved = {name: s.parse(raw[name]) if name in raw and raw[name] is not None else s.default
                     for name, s in known.items()}
-        if resolved["block_rows"] < 1:
-            raise PlanError(f"block_rows must be positive, not {resolved['block_rows']}")
+        if not 1 <= resolved["block_rows"] <= MAX_BLOCK_ROWS:
+            raise PlanError(f"block_rows must be positive and at most {MAX_BLOCK_ROWS:_}, "
+                            f"not {resolved['block_rows']}")
         return resolved
 
     def choose_cuts(self, workload: TableQueries, settings: Mapping[str, Any]) -> list[CandidateCut]:

@@ -55,19 +55,51 @@ def _settings(text: str, block_rows: int | None) -> dict:
     return settings
 
 
+def checked_run(step: str, args, settings, schema) -> tuple:
+    """(table, optimizer settings or None): every argument of the step validated
+    (layout_core.params) before a SparkSession starts or the catalog is opened."""
+    from .. import params
+
+    roots = settings.allowed_roots
+    table = params.table_of(schema, args.table)
+    params.partition_value(args.partition)
+    params.run_id(args.run_id)
+    params.input_path(settings.warehouse, "the warehouse", roots)
+    params.partition_column(table, args.partition_column)
+    optimizer_settings = None
+    if step == "ingest":
+        params.input_path(args.source, "--source", roots)
+        if args.date_column:
+            args.date_column = params.column_of(table, args.date_column, "--date-column")
+        params.iso_date(args.start, "--start")
+        params.iso_date(args.end, "--end")
+    if step == "featurize":
+        if args.query_log:
+            params.text_file(args.query_log, "--query-log", roots)
+        block_rows = None if args.block_rows is None else params.block_rows(args.block_rows, "--block-rows")
+        optimizer_settings = _settings(args.settings, block_rows)
+        params.optimizer_settings(table, args.optimizer, optimizer_settings)
+    return table, optimizer_settings
+
+
 def main(step: str, argv: list[str] | None = None) -> int:
     from ..config import load_settings
+    from ..errors import UserError
     from ..schema import load_schema
 
     args = build_parser(step).parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
-    schema = load_schema(settings.schema)
-    table = schema.table(args.table)
+    try:
+        settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
+        schema = load_schema(settings.schema)
+        table, optimizer_settings = checked_run(step, args, settings, schema)
+    except UserError as e:  # nothing started yet: no Spark, no catalog
+        logging.getLogger("layout.pipeline").error("%s refused its arguments: %s", step, e)
+        return 2
     paths = steps.RunPaths(Path(settings.warehouse), table.name, args.partition, args.run_id)
 
-    from ..catalog import Catalog
+    from ..catalog import Catalog, CatalogUnreachable
 
     spark = None
     if step in NEEDS_SPARK:
@@ -81,7 +113,7 @@ def main(step: str, argv: list[str] | None = None) -> int:
                              args.end, args.partition_column)
             elif step == "featurize":
                 steps.featurize(spark, paths, schema, args.query_log or None, args.optimizer,
-                                _settings(args.settings, args.block_rows), catalog)
+                                optimizer_settings, catalog)
             elif step == "reduce":
                 steps.reduce_vectors(spark, paths, table)
             elif step == "optimize":
@@ -92,7 +124,7 @@ def main(step: str, argv: list[str] | None = None) -> int:
                 steps.verify(spark, paths, table, catalog)
             elif step == "update_catalog":
                 steps.update_catalog(spark, paths, table, catalog, schema, settings.range_sets)
-    except steps.StepError as e:
+    except (steps.StepError, CatalogUnreachable) as e:
         logging.getLogger("layout.pipeline").error("%s failed: %s", step, e)
         return 1
     finally:

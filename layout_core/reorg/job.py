@@ -35,18 +35,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..catalog import Catalog
+    from .. import params
+    from ..catalog import Catalog, CatalogUnreachable
     from ..config import load_settings
+    from ..errors import UserError
     from ..pipeline.steps import StepError
     from ..schema import load_schema
-    from ..spark_session import job_session
-    from . import partial
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
-    schema = load_schema(config.schema)
+    try:  # every argument checked before Spark starts or the catalog is opened
+        config = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
+        schema = load_schema(config.schema)
+        args.table = params.table_of(schema, args.table).name
+        params.run_id(args.run_id)
+        params.input_path(config.warehouse, "the warehouse", config.allowed_roots)
+        ShiftSettings(q=args.q, w=args.w or ShiftSettings.w, window_hours=args.window_hours)
+    except (UserError, ValueError) as e:
+        logging.getLogger("layout.reorg").error("%s refused its arguments: %s", args.step, e)
+        return 2
+    from ..spark_session import job_session
+    from . import partial
+
     warehouse = Path(config.warehouse)
     spark = job_session(f"layout-{args.step}-{args.table}")
     try:
@@ -62,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                     partial.verify_reorg(spark, paths, catalog, schema)
                 else:
                     partial.activate_reorg(spark, paths, catalog, schema, config.range_sets)
-    except (StepError, ValueError) as e:
+    except (StepError, CatalogUnreachable, ValueError) as e:
         logging.getLogger("layout.reorg").error("%s failed: %s", args.step, e)
         return 1
     finally:

@@ -100,7 +100,9 @@ def _optional_float(text: str) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .. import params
     from ..catalog import Catalog
+    from ..errors import UserError
     from ..config import load_settings
     from ..schema import load_schema
     from ..spark_session import job_session
@@ -110,7 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
-    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
+    try:  # checked before Spark starts or the catalog is opened
+        schema = load_schema(config.schema)
+        tables = [params.table_of(schema, t.strip()).name for t in args.tables.split(",") if t.strip()]
+        params.run_id(args.run_id)
+        params.input_path(config.warehouse, "the warehouse", config.allowed_roots)
+    except UserError as e:
+        log.error("measure_shift refused its arguments: %s", e)
+        return 2
     with Catalog(config.catalog_url) as catalog:
         try:
             settings = ShiftSettings(q=args.q, w=args.w or default_w(catalog), window_hours=args.window_hours,
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = job_session("layout-measure-shift")
     try:
         with Catalog(config.catalog_url) as catalog:
-            reports = monitor_tables(spark, catalog, load_schema(config.schema), tables, settings)
+            reports = monitor_tables(spark, catalog, schema, tables, settings)
     finally:
         spark.stop()
     path = report_path(config.warehouse, args.run_id)

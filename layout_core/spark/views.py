@@ -15,11 +15,16 @@ from ..schema import TableSchema
 from .blocks import BLOCK_COLUMN
 
 
+def _quoted(name: str) -> str:
+    """A Spark SQL quoted identifier (a backtick in it doubled, so it cannot end the name)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _empty(spark: SparkSession, table: TableSchema, partition_column: str | None) -> DataFrame:
-    ddl = [f"`{name}` {spark_type}" for name, spark_type in table.columns]
+    ddl = [f"{_quoted(name)} {spark_type}" for name, spark_type in table.columns]
     if partition_column:
-        ddl.append(f"`{partition_column}` string")
-    ddl.append(f"`{BLOCK_COLUMN}` int")
+        ddl.append(f"{_quoted(partition_column)} string")
+    ddl.append(f"{_quoted(BLOCK_COLUMN)} int")
     return spark.createDataFrame([], ", ".join(ddl))
 
 
