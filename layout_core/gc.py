@@ -12,7 +12,12 @@ Two kinds of folders pile up in the warehouse:
 A version's block folders are the paths the catalog recorded for it plus the
 `block_id=<n>` folders of its reserved block ids: a version that failed in
 `verify` wrote folders but never got block rows. Block ids are reserved per
-table and never reused, so such a folder belongs to that version alone.
+table and never reused, so such a folder belongs to that version alone. The
+exception: a partial reorganization or a change batch records the blocks it
+keeps from its base under the base's ids and folders (`Catalog.set_blocks`
+checks both), so a recorded folder `block_id=<n>` of the version's table and
+partition is its folder too, whatever range n is in; it goes with the first
+of the versions that share it to be purged once no version gc keeps uses it.
 
 What is never deleted: anything outside the warehouse, a folder that any
 version gc keeps references (checked by path: an active or building version,
@@ -22,6 +27,12 @@ newer than its partition's active one (a failed run that may still be
 retried; not one that began from a version that no longer serves, which
 `activate` would refuse), and the staging folder of a run whose version is
 building, or failed and therefore resumable by a retry of that run.
+
+A run killed before it activated leaves a building version, its staging
+folder and maybe block folders. Once a newer version serves the partition,
+that run can never go live: gc fails it ("stranded"), and a later gc purges
+it like any failed version. While its base still serves, a retry may resume
+it, so it is kept.
 
 Routes race with gc only through the grace period: a route taken from a
 snapshot just before an activation names blocks of the version that
@@ -271,12 +282,43 @@ def _due_versions(versions: list[VersionInfo], cutoff: dt.datetime,
     return due
 
 
-def _unsafe(path: Path, version: VersionInfo, warehouse: Path, protected: _Protected) -> str | None:
-    """Why a folder of a due version must not be deleted, or None."""
+def _fail_stranded(catalog: Catalog, versions: list[VersionInfo], dry_run: bool, kept: list[KeptItem]) -> int:
+    """Fail the building versions that can never go live, because a newer version
+    serves their partition (`activate` only retires the version a run began from,
+    which is older than the run). They are runs killed or abandoned before they
+    activated: failing them hands their block folders and staging to the rules for
+    failed versions, which purge them after the grace period. A killed run whose
+    base still serves stays building (a retry may resume it) until the next run of
+    its partition goes live. Returns how many were failed (in a dry run: none)."""
+    active = {(v.table, v.partition): v.version_id for v in versions if v.state == "active"}
+    failed = 0
+    for version in versions:
+        current = active.get((version.table, version.partition))
+        if version.state != "building" or current is None or current < version.version_id:
+            continue
+        reason = (f"stranded: version {current} went live after this run began, so it can never "
+                  f"activate (a killed or abandoned run)")
+        if dry_run:
+            kept.append(KeptItem(_name(version), f"would be failed: {reason}"))
+            continue
+        try:
+            catalog.fail(version.version_id, reason)
+        except CatalogError as e:  # it changed state since we listed the versions
+            kept.append(KeptItem(_name(version), f"changed state during gc: {e}"))
+            continue
+        log.info("gc: failed %s: %s", _name(version), reason)
+        failed += 1
+    return failed
+
+
+def _unsafe(path: Path, version: VersionInfo, warehouse: Path, protected: _Protected,
+            shared: set[Path]) -> str | None:
+    """Why a folder of a due version must not be deleted, or None. `shared`: the block
+    folders it recorded under ids outside its reserved range (kept from its base)."""
     if warehouse not in path.parents:
         return f"outside the warehouse {warehouse}"
     match = BLOCK_FOLDER.fullmatch(path.name)
-    if match is None or int(match.group(1)) not in version.block_ids:
+    if match is None or (int(match.group(1)) not in version.block_ids and path not in shared):
         ids = version.block_ids
         return (f"not a block folder of version {version.version_id} "
                 f"(block_id={ids.start}..{ids.stop - 1})")
@@ -288,12 +330,14 @@ def _version_folders(version: VersionInfo, table: TableInfo, recorded: list[str]
     """The existing block folders of a due version: those safe to delete, and
     the others with the reason."""
     candidates = {_norm(p) for p in recorded}
+    shared = {p for p in candidates if (m := BLOCK_FOLDER.fullmatch(p.name))
+              and p == _norm(_block_folder(table, version.partition, int(m.group(1))))}
     candidates |= {_norm(_block_folder(table, version.partition, b)) for b in version.block_ids}
     folders, refused = [], []
     for path in sorted(candidates):
         if not path.is_dir():
             continue  # never written, or deleted already
-        reason = _unsafe(path, version, warehouse, protected)
+        reason = _unsafe(path, version, warehouse, protected, shared)
         if reason is None:
             folders.append(path)
         else:
@@ -424,6 +468,8 @@ def collect_garbage(catalog: Catalog, warehouse: Path, older_than: dt.timedelta,
     tables = {t.name: t for t in catalog.tables()}
     versions = [v for name in tables for v in catalog.versions(name)]
     kept: list[KeptItem] = []
+    if _fail_stranded(catalog, versions, dry_run, kept):
+        versions = [v for name in tables for v in catalog.versions(name)]
     due = _due_versions(versions, cutoff, kept)
     # Read after the versions: a version activated, retired or begun since then is not
     # due, so its folders are protected too.

@@ -251,6 +251,94 @@ def test_a_version_newer_than_the_active_one_is_kept(wh, three):
     assert wh.catalog.begin_version("orders", "1995", "qdtree", {}, "run-4", 2)[0] == newer
 
 
+def test_a_killed_run_that_can_never_go_live_is_failed_then_purged(wh):
+    """A run killed after write_blocks (building, folders and staging on disk) while
+    another run of the partition went live: gc fails it, and the next gc after the
+    grace period deletes its folders and staging; a retry of it is refused."""
+    v1 = wh.activate("run-1", T0 + DAY)
+    wh.clock.now = T0 + 2 * DAY
+    killed = wh.begin("run-2", record_blocks=False)  # block ids 2, 3
+    v3 = wh.activate("run-3", T0 + 3 * DAY)
+
+    wh.clock.now = T0 + 10 * DAY
+    dry = wh.gc(dry_run=True)
+    assert wh.states(killed) == ["building"]
+    assert any("would be failed: stranded" in k.reason for k in dry.kept)
+
+    first = wh.gc(older_than=DAY)
+    assert wh.states(v1, killed, v3) == ["purged", "failed", "active"]
+    assert "stranded: version 3 went live" in wh.catalog.version(killed).reason
+    assert "orders/dt=1995/block_id=2" in wh.block_folders()  # failed just now: within the grace period
+    assert killed not in first.versions_purged
+
+    wh.clock.now = T0 + 12 * DAY
+    second = wh.gc(older_than=DAY, now=T0 + 12 * DAY)
+    assert second.versions_purged == (killed,)
+    assert wh.block_folders() == ["orders/dt=1995/block_id=4", "orders/dt=1995/block_id=5"]
+    assert not (wh.root / "_runs" / "orders" / "1995" / "run-2").exists()
+    with pytest.raises(CatalogError, match="is purged; start a new run"):
+        wh.catalog.begin_version("orders", "1995", "qdtree", {}, "run-2", 2)
+
+
+def test_a_killed_run_whose_base_still_serves_is_kept_for_its_retry(wh):
+    v1 = wh.activate("run-1", T0 + DAY)
+    wh.clock.now = T0 + 2 * DAY
+    killed = wh.begin("run-2", record_blocks=False)
+    wh.gc()
+    assert wh.states(v1, killed) == ["active", "building"]
+    assert wh.catalog.begin_version("orders", "1995", "qdtree", {}, "run-2", 2)[0] == killed
+
+
+def _partial_reorganization(wh, base: int, run_id: str, kept_ids: list[int], at: dt.datetime):
+    """A version begun at `at` that keeps the blocks `kept_ids` of `base` (their ids and folders,
+    as a partial reorganization or a change batch does) and writes one block of its own."""
+    wh.clock.now = at
+    version, (own,) = wh.catalog.begin_version("orders", "1995", "qdtree", {}, run_id, 1)
+    wh.folder(own).mkdir(parents=True)
+    (wh.folder(own) / "part-0.parquet").write_bytes(b"p" * 100)
+    wh.staging(run_id)
+    wh.catalog.set_blocks(version, [*(BlockRecord(b, 10, 100, str(wh.folder(b)), {}, 1, 0) for b in kept_ids),
+                                    BlockRecord(own, 10, 100, str(wh.folder(own)), {}, 1, 0)], shared_from=base)
+    return version
+
+
+def test_a_retired_partial_reorganization_is_purged_with_the_base_folder_it_kept(wh):
+    """base (blocks 0, 1) -> reorganization keeping block 0 and writing 2 -> a new layout (3, 4).
+    The base is purged while the reorganization serves, so its folder 0 stays; once the
+    reorganization is out of service too, gc purges it with its folder 2 and folder 0."""
+    base = wh.activate("night-1", T0 + DAY)
+    reorg = _partial_reorganization(wh, base, "reorg-1", [0], T0 + 2 * DAY)
+    wh.catalog.activate(reorg, replaces=base)
+    assert wh.gc(now=T0 + 3 * DAY).versions_purged == (base,)
+    assert wh.block_folders() == ["orders/dt=1995/block_id=0", "orders/dt=1995/block_id=2"]
+
+    newer = wh.activate("night-2", T0 + 4 * DAY)
+    report = wh.gc(now=T0 + 5 * DAY)
+    assert report.versions_purged == (reorg,), report.kept
+    assert wh.states(base, reorg, newer) == ["purged", "purged", "active"]
+    assert wh.block_folders() == ["orders/dt=1995/block_id=3", "orders/dt=1995/block_id=4"]
+    assert sorted((Path(f.path).name, f.version_id) for f in report.folders_deleted) == [
+        ("block_id=0", reorg), ("block_id=2", reorg)]
+
+
+def test_a_reorganization_killed_after_recording_its_blocks_is_purged_but_its_kept_folders_stay(wh):
+    """A partial reorganization killed inside its activation (blocks recorded, still building)
+    while another one from the same base went live, keeping the same base block: gc fails and
+    purges the killed one with its own folder and staging; the shared folder serves on."""
+    base = wh.activate("night-1", T0 + DAY)
+    killed = _partial_reorganization(wh, base, "reorg-killed", [0], T0 + 2 * DAY)
+    live = _partial_reorganization(wh, base, "reorg-2", [0], T0 + 3 * DAY)
+    wh.catalog.activate(live, replaces=base)
+
+    report = wh.gc()
+    assert report.versions_purged == (base, killed), report.kept
+    assert wh.states(base, killed, live) == ["purged", "purged", "active"]
+    assert wh.block_folders() == ["orders/dt=1995/block_id=0", "orders/dt=1995/block_id=3"]
+    assert not (wh.root / "_runs" / "orders" / "1995" / "reorg-killed").exists()
+    assert {k.reason for k in report.kept if k.what == str(wh.folder(0))} == {
+        "referenced by an active or building version"}
+
+
 def test_a_failed_version_older_than_the_active_one_is_purged_with_its_unrecorded_folders(wh):
     v1 = wh.activate("run-1", T0 + DAY)
     wh.clock.now = T0 + 2 * DAY
