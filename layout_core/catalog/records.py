@@ -267,6 +267,13 @@ class CatalogSnapshot:
     layouts: dict[tuple[str, str], ActiveLayout]
     data_fingerprints: dict[int, str] = field(default_factory=dict)
 
+    def active_versions(self) -> dict[str, set[int]]:
+        """The active version ids of each table (one per partition)."""
+        out: dict[str, set[int]] = {}
+        for (name, _), layout in self.layouts.items():
+            out.setdefault(name, set()).add(layout.version.version_id)
+        return out
+
     def layouts_of(self, table: str) -> list[ActiveLayout]:
         """The active layouts of one table, sorted by partition."""
         found = [layout for (name, _), layout in self.layouts.items() if name == table]

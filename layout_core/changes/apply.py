@@ -299,9 +299,7 @@ def _route_new_rows(spark, rows, layout, table: TableSchema, snapshot, schema: S
     from ..spark.assign import leaf_column
     from ..spark.blocks import VECTOR_COLUMN, cut_flag_columns, with_bit_vector
 
-    active: dict[str, set[int]] = {}
-    for (name, _), other in snapshot.layouts.items():
-        active.setdefault(name, set()).add(other.version.version_id)
+    active = snapshot.active_versions()
     flagged, stale, dangling = rows, [], 0
     names = cut_flag_columns(len(layout.cuts))
     by_hop: dict = {}  # hop -> [(flag name, literal keys)]: one join per foreign key

@@ -86,9 +86,7 @@ class CutRepair:
 def cuts_to_repair(snapshot: CatalogSnapshot, table: str, base_version: int):
     """(layout, cut) of every other table's active version whose join-induced cut
     was computed from `base_version` of `table` and is current now."""
-    active: dict[str, set[int]] = {}
-    for (name, _), layout in snapshot.layouts.items():
-        active.setdefault(name, set()).add(layout.version.version_id)
+    active = snapshot.active_versions()
     for (name, _), layout in sorted(snapshot.layouts.items()):
         if name == table:
             continue

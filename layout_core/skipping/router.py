@@ -236,9 +236,7 @@ class RoutingIndex:
 
     @staticmethod
     def from_snapshot(snapshot: CatalogSnapshot) -> RoutingIndex:
-        active_versions: dict[str, set[int]] = {}
-        for (table, _), layout in snapshot.layouts.items():
-            active_versions.setdefault(table, set()).add(layout.version.version_id)
+        active_versions = snapshot.active_versions()
         layouts: dict[str, list[LayoutIndex]] = {}
         stale = 0
         for (table, _), layout in sorted(snapshot.layouts.items()):
