@@ -34,9 +34,12 @@ chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-# --durations: CI's log names the slowest tests, so the suite can be kept well under 20 minutes.
+# Two pytest-xdist workers, each taking whole modules (module fixtures lay tables out once),
+# longest first (tests/conftest.py); TEST_WORKERS=0 runs everything in one process.
+# --durations: CI's log names the slowest tests.
+TEST_WORKERS ?= 2
 test: install chromium
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"

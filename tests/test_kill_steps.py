@@ -170,11 +170,12 @@ def pg_catalog_url():
 
 
 def waiting_on_a_lock(engine: sa.Engine, holder_pid: int):
-    """True once another session of the catalog waits for a lock (the job's activation)."""
+    """True once a session waits for the lock the test holds (the job's activation;
+    other tests' sessions may wait for other locks meanwhile)."""
     def ready() -> bool:
         with engine.connect() as conn:
             return bool(conn.execute(sa.text(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> :me"),
+                "SELECT count(*) FROM pg_stat_activity WHERE :me = ANY(pg_blocking_pids(pid))"),
                 {"me": holder_pid}).scalar())
     return ready
 
