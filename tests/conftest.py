@@ -65,6 +65,19 @@ def pg_url() -> str | None:
     return os.environ.get("LAYOUT_TEST_PG_URL") or None
 
 
+@pytest.fixture(scope="module")
+def pg_catalog_url():
+    """A fresh PostgreSQL catalog for a module whose tests need PostgreSQL itself (row
+    locks held across processes, sessions terminated): skipped without LAYOUT_TEST_PG_URL."""
+    url = pg_url()
+    if not url:
+        pytest.skip("this test needs PostgreSQL: set LAYOUT_TEST_PG_URL")
+    from tests.pg_scratch import scratch_pg_schema
+
+    with scratch_pg_schema(url) as scoped_url:
+        yield scoped_url
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def catalog_url(request, tmp_path):
     """A fresh, empty catalog database: a SQLite file, and PostgreSQL when configured."""

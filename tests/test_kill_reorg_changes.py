@@ -84,7 +84,7 @@ from layout_core.gc import collect_garbage
 from layout_core.pipeline import steps
 from layout_core.schema import load_schema
 from layout_core.workload.tpch import generate, write_sql_file
-from tests.conftest import TPCH_TABLES, pg_url
+from tests.conftest import TPCH_TABLES
 from tests.spark_answers import assert_same_answers_on_layouts
 from tests.test_kill_steps import STEP_TIMEOUT, StepRun, folder_files, spark_writing, started
 from tests.tpch_layouts import query_history
@@ -102,17 +102,6 @@ HOUR, ZERO = dt.timedelta(hours=1), dt.timedelta(0)
 
 
 # ------------------------------------------------------------------ setup
-
-
-@pytest.fixture(scope="module")
-def pg_catalog_url():
-    url = pg_url()
-    if not url:
-        pytest.skip("the kill in the activation transaction needs PostgreSQL: set LAYOUT_TEST_PG_URL")
-    from tests.pg_scratch import scratch_pg_schema
-
-    with scratch_pg_schema(url) as scoped:
-        yield scoped
 
 
 @dataclass

@@ -47,7 +47,6 @@ from layout_core.pipeline import steps
 from layout_core.processes import process_tree
 from layout_core.schema import load_schema
 from layout_core.workload.tpch import generate
-from tests.conftest import pg_url
 from tests.spark_answers import assert_same_answers_on_layouts
 from tests.tpch_layouts import lineitem_1995_conf
 
@@ -156,17 +155,6 @@ def blocks_fingerprint(spark, catalog: Catalog, version_id: int) -> tuple[int, i
 
 def folder_files(paths: list[str]) -> dict[str, list[str]]:
     return {p: sorted(f.name for f in Path(p).iterdir()) for p in paths}
-
-
-@pytest.fixture
-def pg_catalog_url():
-    url = pg_url()
-    if not url:
-        pytest.skip("the kill in the activation transaction needs PostgreSQL: set LAYOUT_TEST_PG_URL")
-    from tests.pg_scratch import scratch_pg_schema
-
-    with scratch_pg_schema(url) as scoped:
-        yield scoped
 
 
 def waiting_on_a_lock(engine: sa.Engine, holder_pid: int):
