@@ -38,11 +38,12 @@ chromium:
 # longest first (tests/conftest.py); TEST_WORKERS=0 runs everything in one process.
 # --durations: CI's log names the slowest tests.
 TEST_WORKERS ?= 2
+WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: install chromium
-	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(PY) -m pytest -q --durations=25 $(WORKERS)
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" $(WORKERS)
 
 demo: install
 	$(PY) -m layout_core.cli demo

@@ -34,6 +34,7 @@ from .errors import UserError
 MAX_BLOCK_ROWS = 10**9
 MAX_NAME_CHARS = 128  # identifiers, partition values (a folder name is at most 255 bytes)
 MAX_RUN_ID_CHARS = 250
+PATH_SHOWN = 500  # paths in errors are shown whole up to this length: a user must see which file
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PARTITION_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -209,12 +210,12 @@ def input_path(text: str, what: str, roots: Iterable[str] = ()) -> str:
     if not isinstance(text, str) or not text.strip():
         raise ParamError(f"{what} is empty")
     if _CONTROL.search(text):
-        raise ParamError(f"{what} {shown(text)} holds a control character")
+        raise ParamError(f"{what} {shown(text, PATH_SHOWN)} holds a control character")
     scheme = _SCHEME.match(text)
     local = not scheme or scheme.group(1).lower() == "file"
     path = text[len(scheme.group(0)):] if scheme and local else text
     if ".." in re.split(r"[/\\]", path):
-        raise ParamError(f"{what} {shown(text)} has a '..' component: give the path without it")
+        raise ParamError(f"{what} {shown(text, PATH_SHOWN)} has a '..' component: give the path without it")
     roots = tuple(roots)
     if not roots:
         return text
@@ -225,7 +226,7 @@ def input_path(text: str, what: str, roots: Iterable[str] = ()) -> str:
     else:
         inside = any(_within(text, r) for r in roots if _SCHEME.match(r))
     if not inside:
-        raise ParamError(f"{what} {shown(text)} is outside the allowed roots "
+        raise ParamError(f"{what} {shown(text, PATH_SHOWN)} is outside the allowed roots "
                          f"(LAYOUT_ALLOWED_ROOTS): {', '.join(roots)}")
     return text
 
@@ -235,19 +236,19 @@ def text_file(text: str, what: str, roots: Iterable[str] = ()) -> str:
     input_path(text, what, roots)
     path = Path(text[7:] if text.lower().startswith("file://") else text)
     if _SCHEME.match(str(path)):
-        raise ParamError(f"{what} must be a local file, not {shown(text)}")
+        raise ParamError(f"{what} must be a local file, not {shown(text, PATH_SHOWN)}")
     if not path.exists():
-        raise ParamError(f"{what} {shown(text)} does not exist")
+        raise ParamError(f"{what} {shown(text, PATH_SHOWN)} does not exist")
     if not path.is_file():
-        raise ParamError(f"{what} {shown(text)} is {'a folder' if path.is_dir() else 'not a regular file'}: "
+        raise ParamError(f"{what} {shown(text, PATH_SHOWN)} is {'a folder' if path.is_dir() else 'not a regular file'}: "
                          f"give a file of SQL statements")
     try:
         with path.open("rb") as f:
             head = f.read(_HEAD_BYTES)
     except OSError as e:
-        raise ParamError(f"{what} {shown(text)} cannot be read: {e.strerror}") from None
+        raise ParamError(f"{what} {shown(text, PATH_SHOWN)} cannot be read: {e.strerror}") from None
     if looks_binary(head):
-        raise ParamError(f"{what} {shown(text)} is a binary file, not SQL text (UTF-8)")
+        raise ParamError(f"{what} {shown(text, PATH_SHOWN)} is a binary file, not SQL text (UTF-8)")
     return text
 
 

@@ -208,6 +208,13 @@ def test_a_query_log_must_be_a_text_file(tmp_path):
             params.text_file(str(binary), "--query-log")
 
 
+def test_a_long_path_is_named_whole_in_the_error(tmp_path):
+    deep = tmp_path / ("landing_" * 12) / "2024-01-01" / "queries_of_the_day.sql"  # ~200 characters
+    with pytest.raises(ParamError) as refused:
+        params.text_file(str(deep), "--query-log")
+    assert f"'{deep}' does not exist" in str(refused.value)
+
+
 def test_a_query_log_with_a_few_bad_bytes_is_still_a_log():
     # one bad statement is reported and skipped (DESIGN: never fatal), not the whole log refused
     head = b"SELECT 1;\n" * 700 + b"SELECT * FROM orders WHERE o_comment = 'a\x00b';\n" + "SELECT 'é';".encode()
