@@ -1,7 +1,9 @@
 """The nightly DAG under a real Airflow: api-server, scheduler (LocalExecutor), DAG
-processor and triggerer on 127.0.0.1 with PostgreSQL metadata, a run triggered
-through the REST API (layout_core.airflow_deployment); then the plugin's Layouts
-pages through that api-server, and a screenshot of them in headless Chromium."""
+processor and triggerer on 127.0.0.1 with PostgreSQL metadata
+(layout_core.airflow_deployment): the scheduler's own daily run from a landing
+folder, a run triggered through the REST API, a backfill of two past days; then
+the plugin's Layouts pages through that api-server, and a screenshot of them in
+headless Chromium."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from tests.tpch_layouts import lineitem_1995_conf
+from tests.tpch_layouts import lineitem_1995_conf, write_landing_day
 
 pytestmark = pytest.mark.slow
 
@@ -180,19 +182,35 @@ def test_a_scheduled_deployment_lays_out_a_partition_triggered_through_the_rest_
         metadata_url, tmp_path, tpch_sf001, monkeypatch):
     import pyarrow.parquet as pq
 
-    # no daily run of layout_nightly beside the triggered one (it would have no source, fail at
-    # wait_for_input and, one run at a time, hold the triggered run back meanwhile)
-    monkeypatch.setenv("LAYOUT_NIGHTLY_SCHEDULE", "")
+    from datetime import datetime, timedelta, timezone
+
+    # layout_nightly unattended: daily, its batch from a landing folder named by the run's date
+    landing = tmp_path / "landing" / "lineitem"
+    conf = lineitem_1995_conf(tpch_sf001, tmp_path, instances=6)
+    monkeypatch.setenv("LAYOUT_NIGHTLY_SCHEDULE", "@daily")
+    monkeypatch.setenv("LAYOUT_NIGHTLY_SOURCE", f"{landing}/dt={{{{ ds }}}}")
+    monkeypatch.setenv("LAYOUT_NIGHTLY_PARAMS", json.dumps(
+        {"optimizer": "qdtree", "block_rows": 1000, "query_log": conf["query_log"]}))
+    monkeypatch.setenv("LAYOUT_NIGHTLY_WAIT_TIMEOUT", "600")
+    monkeypatch.setenv("LAYOUT_NIGHTLY_POKE_INTERVAL", "2")
+    # the scheduler starts the run of yesterday (UTC) by itself (catchup off: that day only);
+    # today's batch too, in case the test runs across midnight
+    today = datetime.now(timezone.utc).date()
+    rows = {str(day): write_landing_day(tpch_sf001, landing, str(day), "1994")
+            for day in (today - timedelta(days=1), today)}
+    # two past days for a backfill
+    rows |= {"2024-03-01": write_landing_day(tpch_sf001, landing, "2024-03-01", "1996"),
+             "2024-03-02": write_landing_day(tpch_sf001, landing, "2024-03-02", "1997")}
 
     if shutil.which("chromium") is None:
         pytest.fail("the Layouts screenshot needs Debian's chromium: `make chromium` installs it")
 
     from layout_core.airflow_deployment import airflow_deployment, is_loopback
+    from layout_core.airflow_run import _airflow
     from layout_core.catalog import Catalog
 
     warehouse = tmp_path / "warehouse"
     catalog_url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    conf = lineitem_1995_conf(tpch_sf001, tmp_path, instances=6)
     started = time.monotonic()
     with airflow_deployment(tmp_path / "airflow", metadata_url, catalog_url, warehouse) as airflow:
         # nothing listens beyond loopback, and the log servers are not started
@@ -212,6 +230,22 @@ def test_a_scheduled_deployment_lays_out_a_partition_triggered_through_the_rest_
         assert airflow.wait_for_run("layout_nightly", run_id, timeout=900) == "success"
         states = airflow.task_states("layout_nightly", run_id)
         assert set(states.values()) == {"success"} and len(states) == 8, states  # wait_for_input + 7 steps
+        # one run at a time: the scheduler's daily run went first
+        (scheduled,) = runs_of(airflow, "layout_nightly", "scheduled")
+        assert airflow.wait_for_run("layout_nightly", scheduled["dag_run_id"], timeout=300) == "success"
+        scheduled_day = scheduled["logical_date"][:10]
+        assert scheduled_day in rows, scheduled
+
+        # past days: a backfill (the CLI the README shows) makes one run per day, run by the scheduler
+        backfill = subprocess.run(
+            [_airflow(), "backfill", "create", "--dag-id", "layout_nightly", "--from-date", "2024-03-01",
+             "--to-date", "2024-03-02", "--max-active-runs", "1"],
+            env=airflow.env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert backfill.returncode == 0, backfill.stdout[-2000:] + backfill.stderr[-3000:]
+        backfilled = runs_of(airflow, "layout_nightly", "backfill")
+        assert sorted(r["logical_date"][:10] for r in backfilled) == ["2024-03-01", "2024-03-02"], backfilled
+        for run in backfilled:
+            assert airflow.wait_for_run("layout_nightly", run["dag_run_id"], timeout=600) == "success"
         check_layouts_pages(airflow, run_id, tmp_path)
         # the workload DAGs are there too; a monitor run on an empty history measures and stays quiet
         assert airflow.wait_for_dag("layout_reoptimize", timeout=120)["is_paused"] is False
@@ -240,6 +274,19 @@ def test_a_scheduled_deployment_lays_out_a_partition_triggered_through_the_rest_
     assert version.optimizer == "qdtree"
     assert sum(b.row_count for b in layout.blocks) == year_rows
     assert len(layout.blocks) > 1
+    # one version per day, holding that day's batch
+    with Catalog(catalog_url) as catalog:
+        for day in (scheduled_day, "2024-03-01", "2024-03-02"):
+            (version,) = catalog.versions("lineitem", day)
+            assert version.state == "active" and version.optimizer == "qdtree", day
+            assert sum(b.row_count for b in catalog.active_layout("lineitem", day).blocks) == rows[day], day
+
+
+def runs_of(airflow, dag_id: str, run_type: str) -> list[dict]:
+    """The DAG's runs of one type (scheduled, backfill, manual), through the REST API."""
+    status, body = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?run_type={run_type}")
+    assert status == 200, body
+    return body["dag_runs"]
 
 
 def check_layouts_pages(airflow, run_id: str, tmp_path) -> None:

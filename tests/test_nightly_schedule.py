@@ -4,7 +4,6 @@ partition; re-running a day replaces that partition's version and nothing else).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from layout_core.landing import LandingError, missing_input
+from tests.tpch_layouts import write_landing_day
 
 PROJECT = Path(__file__).resolve().parent.parent
 NIGHTLY_VARS = ("LAYOUT_NIGHTLY_SCHEDULE", "LAYOUT_NIGHTLY_CATCHUP", "LAYOUT_NIGHTLY_START_DATE",
@@ -182,22 +182,6 @@ def test_the_sensor_resolves_the_source_from_the_logical_date_and_waits_for_it(t
 
 
 # --- real runs: airflow dags test per day --------------------------------------------------
-
-def write_landing_day(tpch: Path, landing: Path, day: str, year: str, drop_every: int = 0) -> int:
-    """lineitem rows shipped in `year` as the landing folder dt=<day>; returns the row count."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    frame = pq.read_table(tpch / "lineitem.parquet").to_pandas()
-    frame = frame[frame["l_shipdate"].astype(str).str[:4] == year].reset_index(drop=True)
-    if drop_every:
-        frame = frame[frame.index % drop_every != 0]
-    folder = landing / f"dt={day}"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), folder / "part-0.parquet")
-    return len(frame)
-
 
 def block_folders(warehouse: Path, day: str) -> dict[str, float]:
     return {p.name: p.stat().st_mtime for p in sorted((warehouse / "lineitem" / f"dt={day}").iterdir())}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from layout_core.catalog import Catalog
@@ -68,3 +69,19 @@ def query_history(templates, ts, seed: int = 5, per_template: int = 8) -> list:
 
     return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import")
             for q in generate(per_template, seed=seed, templates=templates, scale_factor=0.01)]
+
+
+def write_landing_day(tpch: Path, landing: Path, day: str, year: str, drop_every: int = 0) -> int:
+    """lineitem rows shipped in `year` as the landing folder dt=<day>; returns the row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = pq.read_table(tpch / "lineitem.parquet").to_pandas()
+    frame = frame[frame["l_shipdate"].astype(str).str[:4] == year].reset_index(drop=True)
+    if drop_every:
+        frame = frame[frame.index % drop_every != 0]
+    folder = landing / f"dt={day}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), folder / "part-0.parquet")
+    return len(frame)
