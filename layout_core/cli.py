@@ -300,6 +300,7 @@ def cmd_changes_apply(args) -> int:
 
 
 def _routing(args):
+    """The settings, the schema and the routing index of the active layouts."""
     from .catalog import Catalog
     from .schema import load_schema
     from .skipping.router import RoutingIndex
@@ -308,7 +309,7 @@ def _routing(args):
     schema = load_schema(args.schema or settings.schema)
     with Catalog(settings.catalog_url) as catalog:
         index = RoutingIndex.from_snapshot(catalog.snapshot())
-    return schema, index
+    return settings, schema, index
 
 
 def _record(args, route, source: str) -> None:
@@ -334,8 +335,8 @@ def _read_sql(text: str, roots: tuple[str, ...] = ()) -> str:
 def cmd_route(args) -> int:
     from .skipping.router import route_query
 
-    schema, index = _routing(args)
-    route = route_query(_read_sql(args.sql, load_settings(catalog_url=args.catalog).allowed_roots), index, schema, dips=not args.no_dips)
+    settings, schema, index = _routing(args)
+    route = route_query(_read_sql(args.sql, settings.allowed_roots), index, schema, dips=not args.no_dips)
     _record(args, route, "route")
     if args.json:
         for w in route.warnings:
@@ -372,8 +373,8 @@ def cmd_route(args) -> int:
 def cmd_explain(args) -> int:
     from .skipping.explain import explain_query
 
-    schema, index = _routing(args)
-    explanation = explain_query(_read_sql(args.sql, load_settings(catalog_url=args.catalog).allowed_roots), index, schema, dips=not args.no_dips)
+    settings, schema, index = _routing(args)
+    explanation = explain_query(_read_sql(args.sql, settings.allowed_roots), index, schema, dips=not args.no_dips)
     for w in explanation.route.warnings:
         log.warning(w)
     if args.json:
@@ -401,8 +402,8 @@ def cmd_rewrite(args) -> int:
     from .skipping.rewrite import rewrite_sql
     from .skipping.router import route_query
 
-    schema, index = _routing(args)
-    route = route_query(_read_sql(args.sql, load_settings(catalog_url=args.catalog).allowed_roots), index, schema, dips=not args.no_dips)
+    settings, schema, index = _routing(args)
+    route = route_query(_read_sql(args.sql, settings.allowed_roots), index, schema, dips=not args.no_dips)
     _record(args, route, "rewrite")
     for w in route.warnings:
         log.warning(w)
