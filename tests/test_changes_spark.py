@@ -112,6 +112,46 @@ def test_new_customers_repair_the_cuts_through_customer(tables):
     assert after.layouts[("customer", "")].version.version_id != before.layouts[("customer", "")].version.version_id
     index = tables.assert_same_answers()
     assert index.stale_cuts == 0  # without repair every cut through customer would be stale now
+    # each repaired cut holds the keys a new layout would compute from the changed tables
+    from layout_core.predicates import loads
+    from layout_core.spark.induced import literal_keys
+
+    repaired = [(layout.version.table, cut) for layout in after.layouts.values() for cut in layout.cuts
+                if (layout.version.table, cut.position) in through_customer]
+    assert any(table == "orders" for table, _ in repaired)  # orders' keys are customers: they grow
+    for table, cut in repaired:
+        assert cut.keys() == literal_keys(tables.raw, loads(cut.predicate)), (table, cut.predicate)
+
+
+def test_a_batch_is_flagged_alike_from_stored_keys_and_by_joining_the_tables_below(tables):
+    """A changed customer reaches a cut's source through nation and region: the repair reads
+    that from the literal keys of the same path's cut on customer's own layout; joining the
+    rows down the path in Spark must say the same, for NULL and dangling foreign keys too."""
+    from layout_core.changes.repair import _flags_of_rows, _level, cuts_to_repair, stored_path_keys
+    from layout_core.predicates import loads
+
+    spark = tables.spark
+    use(tables.raw)
+    rows = spark.sql("SELECT c_custkey + 200000 AS c_custkey, c_name, c_address, "
+                     "CASE WHEN c_custkey % 7 = 0 THEN NULL WHEN c_custkey % 11 = 0 THEN 99 ELSE c_nationkey END "
+                     "AS c_nationkey, c_phone, c_acctbal, c_mktsegment, c_comment FROM customer "
+                     "WHERE c_custkey <= 200").localCheckpoint()
+    snapshot = tables.snapshot()
+    base = snapshot.layouts[("customer", "")].version.version_id
+    cuts = {c.predicate: loads(c.predicate) for _, c in cuts_to_repair(snapshot, "customer", base)}
+    stored = stored_path_keys(snapshot, SCHEMA.table("customer"))
+    below = [text for text, cut in cuts.items() if _level(cut, "customer")[0] > 0]
+    assert below and stored  # paths through nation (and region) whose keys customer's layout holds
+    frames = {t: tables.raw[t] for t in ("nation", "region")}
+    from_keys = _flags_of_rows(rows, "customer", cuts, lambda: 1 / 0, stored)  # never reads the tables
+    joined = _flags_of_rows(rows, "customer", cuts, lambda: frames, {})
+    assert sum(flags.sum() for _, flags in from_keys.values()) > 0
+    for text in cuts:
+        keys, flags = from_keys[text]
+        order = keys.argsort()
+        other_keys, other_flags = joined[text]
+        other = other_keys.argsort()
+        assert (keys[order] == other_keys[other]).all() and (flags[order] == other_flags[other]).all(), text
 
 
 def test_deleting_parts_nobody_ordered_keeps_the_cuts(tables):

@@ -28,6 +28,7 @@ using it rather than trust a bit it cannot prove.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -217,7 +218,8 @@ def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inse
         cuts = [loads(c.predicate) for _, c in _cuts_from(snapshot, table.name, layout.version.version_id)]
         below = source_frame_tables(cuts, table.name)
         sources = active_sources(catalog, below)
-        frames = source_frames(spark, schema, {t: s["paths"] for t, s in sources.items()})
+        # the tables below are read only for paths whose keys the catalog does not hold
+        frames = functools.cache(lambda: source_frames(spark, schema, {t: s["paths"] for t, s in sources.items()}))
         for r in repair_cuts(spark, snapshot, schema, table.name, layout.version.version_id,
                              routed.select(*table.column_names) if ins_rows else None,
                              found.select(*table.column_names) if del_rows else None, frames,

@@ -5,7 +5,13 @@ literal keys K: the keys of P1 whose chain reaches a row of Pn satisfying
 the cut's predicate. When a batch changes table D = Pj, only the changed
 rows of D are evaluated (joined down the path to the source with the
 current data), giving per key of D whether it newly reaches the predicate
-(`on`), no longer does (`off`) or was deleted for good (`gone`). These move
+(`on`), no longer does (`off`) or was deleted for good (`gone`). A changed
+row's flag is the source predicate itself when D is the source table; below
+that it is whether the row's foreign key is among the literal keys of the
+same path's cut on D (MTO's candidate cuts keep one per path prefix, stored
+and current in D's own layout), read from the catalog without touching the
+tables below; only when no such cut is stored is the row joined down the path
+in Spark. These move
 up the path one level at a time: the rows of P(j-1) that reference a
 touched key are read (only blocks whose statistics may hold such a key), and
 their own keys flip the same way. At P1 the new key set is
@@ -24,21 +30,22 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 from pyroaring import BitMap64
 
 from ..catalog import ActiveLayout, CatalogSnapshot
-from ..predicates import Between, Column, JoinInduced, in_list, loads, to_sql
-from ..schema import Schema
-from ..skipping.router import LayoutIndex, cut_is_current
-from ..skipping.zonemaps import might_match_blocks
+from ..predicates import Between, Column, JoinInduced, dumps, in_list, loads, to_sql
+from ..schema import Schema, TableSchema
+from ..skipping.router import column_stats, cut_is_current
+from ..skipping.zonemaps import ZoneMaps, might_match_blocks
 
 log = logging.getLogger("layout.changes")
 
 # More keys than this are matched by a broadcast join, and blocks are pruned by their range only.
 IN_LIST_LIMIT = 10_000
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "integer", "bigint", "long", "short", "byte"})
 
 
 @dataclass(frozen=True)
@@ -97,20 +104,21 @@ def cuts_to_repair(snapshot: CatalogSnapshot, table: str, base_version: int):
 
 
 def repair_cuts(spark, snapshot: CatalogSnapshot, schema: Schema, table: str, base_version: int,
-                inserted, deleted, frames: Mapping[str, object], scratch: Path) -> list[CutRepair]:
+                inserted, deleted, frames: Callable[[], Mapping[str, object]], scratch: Path) -> list[CutRepair]:
     """Every current cut of another table computed from `table`'s `base_version`,
     repaired for a batch: `inserted` (new rows of `table`, updates included) and
     `deleted` (the old rows removed, updates included) are DataFrames with
-    `table`'s columns (None when the batch has none); `frames` holds the current
-    data of the other tables on the paths (`pipeline.steps.source_frames`);
-    `scratch` is a folder for key lists."""
+    `table`'s columns (None when the batch has none); `frames()` gives the current
+    data of the other tables on the paths (`pipeline.steps.source_frames`), called
+    only when a path's keys are not stored; `scratch` is a folder for key lists."""
     found = list(cuts_to_repair(snapshot, table, base_version))
     predicates = {c.predicate: loads(c.predicate) for _, c in found}
     placed = {text: _level(p, table) for text, p in predicates.items()}
     usable = {text: predicates[text] for text, (level, _) in placed.items() if level is not None}
-    # one Spark job per side of the batch flags its rows for every cut at once
-    old = _flags_of_rows(deleted, table, usable, frames)
-    new = _flags_of_rows(inserted, table, usable, frames)
+    stored = stored_path_keys(snapshot, schema.table(table))
+    # one small Spark job per side of the batch flags its rows for every cut at once
+    old = _flags_of_rows(deleted, table, usable, frames, stored)
+    new = _flags_of_rows(inserted, table, usable, frames, stored)
     out = []
     walked: dict[str, tuple[KeyChanges | None, str]] = {}  # predicate -> changes at the fact's parent
     referenced: dict[tuple, object] = {}  # shared reads of referencing rows
@@ -154,9 +162,33 @@ def _level(cut: JoinInduced, table: str) -> tuple[int | None, str]:
     return levels[0], ""
 
 
-def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames) -> dict[str, tuple]:
-    """Per cut: (keys of `rows`, whether each reaches a source row satisfying the cut),
-    the rows joined down each cut's path below `table` (at the source: the predicate itself)."""
+def stored_path_keys(snapshot: CatalogSnapshot, table: TableSchema) -> dict[str, BitMap64]:
+    """Literal keys of the current join-induced cuts of `table`'s active layouts whose
+    foreign key column is an integer (what a bitmap can hold), by predicate text: a
+    row of `table` reaches the cut's source exactly when its foreign key is one of them."""
+    active = snapshot.active_versions()
+    out = {}
+    for (name, _), layout in sorted(snapshot.layouts.items()):
+        if name != table.name:
+            continue
+        for cut in layout.cuts:
+            if (cut.kind != "join_induced" or cut.predicate in out
+                    or not cut_is_current(cut.source_versions, active, snapshot.data_fingerprints)):
+                continue
+            predicate = loads(cut.predicate)
+            keys = cut.keys()
+            if (keys is not None and not predicate.negated
+                    and table.spark_type(predicate.hops[-1].child_column).lower() in INTEGER_TYPES):
+                out[cut.predicate] = keys
+    return out
+
+
+def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames, stored: Mapping[str, BitMap64]
+                   ) -> dict[str, tuple]:
+    """Per cut: (keys of `rows`, whether each reaches a source row satisfying the cut). At
+    the source the predicate itself; below it, the row's foreign key among the `stored`
+    keys of the path's prefix (`stored_path_keys`), or else the rows joined down the path
+    in Spark (`frames()`, the tables below)."""
     from pyspark.sql import functions as F
 
     from ..spark.induced import with_induced_flags
@@ -166,23 +198,35 @@ def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames) ->
         return {text: empty for text in cuts}
     texts = sorted(cuts)
     levels = {text: _level(cuts[text], table)[0] for text in texts}
-    below = [text for text in texts if levels[text] > 0]
-    marked = with_induced_flags(rows, [JoinInduced(tuple(cuts[t].hops[:levels[t]]), cuts[t].source)
-                                       for t in below], frames)
-    flag_of = dict(zip(below, marked.columns))
-    at_source = [text for text in texts if levels[text] == 0]
+    below = {text: JoinInduced(tuple(cuts[text].hops[:levels[text]]), cuts[text].source)
+             for text in texts if levels[text] > 0}
+    by_keys = {text: stored[dumps(p)] for text, p in below.items() if dumps(p) in stored}
+    joined = [text for text in below if text not in by_keys]
+    marked = with_induced_flags(rows, [below[t] for t in joined], frames()) if joined else None
+    frame = marked.frame if marked else rows
+    flag_of = dict(zip(joined, marked.columns)) if marked else {}
+    fk_of = {text: below[text].hops[-1].child_column for text in by_keys}
     key_of = {text: cuts[text].hops[levels[text]].parent_column for text in texts}
-    columns = [F.col(k).cast("long").alias(f"_key_{k}") for k in sorted(set(key_of.values()))]
+    columns = [F.col(k).cast("long").alias(f"_key_{k}") for k in sorted(set(key_of.values()) | set(fk_of.values()))]
     columns += [F.col(flag_of[t]).alias(f"_f{i}") for i, t in enumerate(texts) if t in flag_of]
     columns += [F.coalesce(F.expr(to_sql(cuts[t].source)), F.lit(False)).alias(f"_f{i}")
-                for i, t in enumerate(texts) if t in at_source]
-    data = marked.frame.select(*columns).toPandas()
+                for i, t in enumerate(texts) if levels[t] == 0]
+    data = frame.select(*columns).toPandas()
+    negative = {dumps(below[t]) for t, fk in fk_of.items() if (data[f"_key_{fk}"] < 0).any()}
+    if negative:  # a bitmap holds no negative key: join those paths instead
+        return _flags_of_rows(rows, table, cuts, frames, {k: v for k, v in stored.items() if k not in negative})
     out = {}
     for i, text in enumerate(texts):
         keys = data[f"_key_{key_of[text]}"]
         present = keys.notna().to_numpy()
-        values = keys[present].to_numpy(dtype=np.int64)
-        out[text] = (values, data[f"_f{i}"][present].to_numpy(dtype=bool))
+        if text in by_keys:
+            fks = data[f"_key_{fk_of[text]}"]
+            known = fks.notna().to_numpy()  # a NULL foreign key reaches no row
+            flags = np.zeros(len(data), dtype=bool)
+            flags[known] = np.isin(fks[known].to_numpy(dtype=np.int64), np.asarray(by_keys[text], dtype=np.int64))
+        else:
+            flags = data[f"_f{i}"].to_numpy(dtype=bool)
+        out[text] = (keys[present].to_numpy(dtype=np.int64), flags[present])
     return out
 
 
@@ -224,8 +268,10 @@ def candidate_blocks(layout: ActiveLayout, column: Column, keys: Sequence) -> li
         return []
     atom = (in_list(column, keys) if len(keys) <= IN_LIST_LIMIT
             else Between(column, keys[0], keys[-1]))
-    index = LayoutIndex.from_blocks(layout.version.table, layout.blocks, ())
-    might = might_match_blocks(atom, index.zone_maps)
+    # only this column's statistics are read (a repair asks once per cut and layout)
+    stats = [column_stats({column.name: b.stats[column.name]} if column.name in b.stats else {}, b.row_count)
+             for b in layout.blocks]
+    might = might_match_blocks(atom, ZoneMaps.of(stats, [b.row_count for b in layout.blocks]))
     return [b for b, m in zip(layout.blocks, might) if m]
 
 
@@ -290,4 +336,4 @@ def source_frame_tables(cuts: Sequence[JoinInduced], changed: str) -> set[str]:
 
 
 __all__ = ["CutRepair", "KeyChanges", "candidate_blocks", "cuts_to_repair", "key_filtered", "keys_frame",
-           "repair_cuts", "repaired_keys", "source_frame_tables"]
+           "repair_cuts", "repaired_keys", "source_frame_tables", "stored_path_keys"]
