@@ -142,11 +142,11 @@ def repair_cuts(spark, snapshot: CatalogSnapshot, schema: Schema, table: str, ba
             if referenced[check]:
                 changes, reason = None, (f"{referenced[check]} rows of {layout.version.table} reference keys "
                                          f"of {hop.parent_table} that the batch changed or deleted")
+        after = None if changes is None else repaired_keys(keys, changes) if changes.on or changes.off else keys
         repair = CutRepair(layout.version.version_id, layout.version.table, layout.version.partition,
                            cut.position, cut.source_versions,
-                           None if changes is None else repaired_keys(keys, changes).serialize(), reason,
-                           len(keys) if keys is not None else 0,
-                           len(repaired_keys(keys, changes)) if changes is not None else 0)
+                           None if after is None else cut.literal_keys if after is keys else after.serialize(),
+                           reason, len(keys) if keys is not None else 0, len(after) if after is not None else 0)
         log.info("cut %d of %s %s: %s", cut.position, layout.version.table, layout.version.partition or "",
                  f"repaired, {repair.keys_before} -> {repair.keys_after} keys" if changes is not None
                  else f"left to go stale: {reason}")
@@ -266,12 +266,17 @@ def candidate_blocks(layout: ActiveLayout, column: Column, keys: Sequence) -> li
     Roaring bitmap) in `column`: by the keys themselves, or by their range when many."""
     if not len(keys):
         return []
-    atom = (in_list(column, keys) if len(keys) <= IN_LIST_LIMIT
-            else Between(column, keys[0], keys[-1]))
-    # only this column's statistics are read (a repair asks once per cut and layout)
-    stats = [column_stats({column.name: b.stats[column.name]} if column.name in b.stats else {}, b.row_count)
-             for b in layout.blocks]
-    might = might_match_blocks(atom, ZoneMaps.of(stats, [b.row_count for b in layout.blocks]))
+    def zone_maps(ranges: bool) -> ZoneMaps:  # of this column only (a repair asks per cut and layout)
+        stats = [column_stats({column.name: b.stats[column.name] if ranges else
+                               {**b.stats[column.name], "ranges": ()}} if column.name in b.stats else {},
+                              b.row_count) for b in layout.blocks]
+        return ZoneMaps.of(stats, [b.row_count for b in layout.blocks])
+
+    # min/max against the keys' range first: cheap, and new keys usually lie beyond every block
+    might = might_match_blocks(Between(column, keys[0], keys[-1]), zone_maps(ranges=False))
+    if might.any():
+        might &= might_match_blocks(in_list(column, keys) if len(keys) <= IN_LIST_LIMIT
+                                    else Between(column, keys[0], keys[-1]), zone_maps(ranges=True))
     return [b for b, m in zip(layout.blocks, might) if m]
 
 
