@@ -189,8 +189,6 @@ def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames, st
     the source the predicate itself; below it, the row's foreign key among the `stored`
     keys of the path's prefix (`stored_path_keys`), or else the rows joined down the path
     in Spark (`frames()`, the tables below)."""
-    from pyspark.sql import functions as F
-
     from ..spark.induced import with_induced_flags
 
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
@@ -207,11 +205,12 @@ def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames, st
     flag_of = dict(zip(joined, marked.columns)) if marked else {}
     fk_of = {text: below[text].hops[-1].child_column for text in by_keys}
     key_of = {text: cuts[text].hops[levels[text]].parent_column for text in texts}
-    columns = [F.col(k).cast("long").alias(f"_key_{k}") for k in sorted(set(key_of.values()) | set(fk_of.values()))]
-    columns += [F.col(flag_of[t]).alias(f"_f{i}") for i, t in enumerate(texts) if t in flag_of]
-    columns += [F.coalesce(F.expr(to_sql(cuts[t].source)), F.lit(False)).alias(f"_f{i}")
+    # as SQL text: one call into the JVM however many cuts (building Columns costs one per part)
+    columns = [f"CAST(`{k}` AS BIGINT) AS `_key_{k}`" for k in sorted(set(key_of.values()) | set(fk_of.values()))]
+    columns += [f"`{flag_of[t]}` AS `_f{i}`" for i, t in enumerate(texts) if t in flag_of]
+    columns += [f"COALESCE(({to_sql(cuts[t].source)}), FALSE) AS `_f{i}`"
                 for i, t in enumerate(texts) if levels[t] == 0]
-    data = frame.select(*columns).toPandas()
+    data = frame.selectExpr(*columns).toPandas()
     negative = {dumps(below[t]) for t, fk in fk_of.items() if (data[f"_key_{fk}"] < 0).any()}
     if negative:  # a bitmap holds no negative key: join those paths instead
         return _flags_of_rows(rows, table, cuts, frames, {k: v for k, v in stored.items() if k not in negative})
