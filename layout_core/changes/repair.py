@@ -198,7 +198,8 @@ def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames, st
     levels = {text: _level(cuts[text], table)[0] for text in texts}
     below = {text: JoinInduced(tuple(cuts[text].hops[:levels[text]]), cuts[text].source)
              for text in texts if levels[text] > 0}
-    by_keys = {text: stored[dumps(p)] for text, p in below.items() if dumps(p) in stored}
+    path_texts = {text: dumps(p) for text, p in below.items()}
+    by_keys = {text: stored[path] for text, path in path_texts.items() if path in stored}
     joined = [text for text in below if text not in by_keys]
     marked = with_induced_flags(rows, [below[t] for t in joined], frames()) if joined else None
     frame = marked.frame if marked else rows
@@ -211,7 +212,7 @@ def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames, st
     columns += [f"COALESCE(({to_sql(cuts[t].source)}), FALSE) AS `_f{i}`"
                 for i, t in enumerate(texts) if levels[t] == 0]
     data = frame.selectExpr(*columns).toPandas()
-    negative = {dumps(below[t]) for t, fk in fk_of.items() if (data[f"_key_{fk}"] < 0).any()}
+    negative = {path_texts[t] for t, fk in fk_of.items() if (data[f"_key_{fk}"] < 0).any()}
     if negative:  # a bitmap holds no negative key: join those paths instead
         return _flags_of_rows(rows, table, cuts, frames, {k: v for k, v in stored.items() if k not in negative})
     out = {}
@@ -265,6 +266,8 @@ def candidate_blocks(layout: ActiveLayout, column: Column, keys: Sequence) -> li
     Roaring bitmap) in `column`: by the keys themselves, or by their range when many."""
     if not len(keys):
         return []
+    span = Between(column, keys[0], keys[-1])
+
     def zone_maps(ranges: bool) -> ZoneMaps:  # of this column only (a repair asks per cut and layout)
         stats = [column_stats({column.name: b.stats[column.name] if ranges else
                                {**b.stats[column.name], "ranges": ()}} if column.name in b.stats else {},
@@ -272,10 +275,10 @@ def candidate_blocks(layout: ActiveLayout, column: Column, keys: Sequence) -> li
         return ZoneMaps.of(stats, [b.row_count for b in layout.blocks])
 
     # min/max against the keys' range first: cheap, and new keys usually lie beyond every block
-    might = might_match_blocks(Between(column, keys[0], keys[-1]), zone_maps(ranges=False))
+    might = might_match_blocks(span, zone_maps(ranges=False))
     if might.any():
-        might &= might_match_blocks(in_list(column, keys) if len(keys) <= IN_LIST_LIMIT
-                                    else Between(column, keys[0], keys[-1]), zone_maps(ranges=True))
+        might &= might_match_blocks(in_list(column, keys) if len(keys) <= IN_LIST_LIMIT else span,
+                                    zone_maps(ranges=True))
     return [b for b, m in zip(layout.blocks, might) if m]
 
 
