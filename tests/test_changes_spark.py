@@ -142,9 +142,15 @@ def test_a_batch_is_flagged_alike_from_stored_keys_and_by_joining_the_tables_bel
     stored = stored_path_keys(snapshot, SCHEMA.table("customer"))
     below = [text for text, cut in cuts.items() if _level(cut, "customer")[0] > 0]
     assert below and stored  # paths through nation (and region) whose keys customer's layout holds
-    frames = {t: tables.raw[t] for t in ("nation", "region")}
-    from_keys = _flags_of_rows(rows, "customer", cuts, lambda: 1 / 0, stored)  # never reads the tables
-    joined = _flags_of_rows(rows, "customer", cuts, lambda: frames, {})
+    asked = []
+
+    def frames(wanted):
+        asked.append(wanted)
+        return {t: tables.raw[t] for t in wanted}
+
+    from_keys = _flags_of_rows(rows, "customer", cuts, lambda wanted: 1 / 0, stored)  # never reads the tables
+    joined = _flags_of_rows(rows, "customer", cuts, frames, {})
+    assert asked == [frozenset({"nation", "region"})]  # just the tables below customer on the paths
     assert sum(flags.sum() for _, flags in from_keys.values()) > 0
     for text in cuts:
         keys, flags = from_keys[text]

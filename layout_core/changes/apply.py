@@ -45,7 +45,7 @@ from ..predicates import loads, value_from_json
 from ..schema import Schema, TableSchema
 from ..skipping.rangesets import merge_column_stats
 from ..skipping.router import cut_is_current
-from .repair import candidate_blocks, repair_cuts, source_frame_tables
+from .repair import candidate_blocks, repair_cuts
 
 log = logging.getLogger("layout.changes")
 
@@ -215,11 +215,12 @@ def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inse
     repairs: list[RepairEntry] = []
     t_repair = time.monotonic()
     if ins_rows or del_rows:
-        cuts = [loads(c.predicate) for _, c in _cuts_from(snapshot, table.name, layout.version.version_id)]
-        below = source_frame_tables(cuts, table.name)
-        sources = active_sources(catalog, below)
         # the tables below are read only for paths whose keys the catalog does not hold
-        frames = functools.cache(lambda: source_frames(spark, schema, {t: s["paths"] for t, s in sources.items()}))
+        @functools.cache
+        def frames(tables: frozenset[str]):
+            sources = active_sources(catalog, set(tables))
+            return source_frames(spark, schema, {t: s["paths"] for t, s in sources.items()})
+
         for r in repair_cuts(spark, snapshot, schema, table.name, layout.version.version_id,
                              routed.select(*table.column_names) if ins_rows else None,
                              found.select(*table.column_names) if del_rows else None, frames,
@@ -282,12 +283,6 @@ def _rows_with_keys(spark, layout, location: str, table: TableSchema, wanted):
     frame = spark.read.option("basePath", location).parquet(*paths)
     return (frame.select(*table.column_names, F.col(BLOCK_COLUMN).cast("int").alias(BLOCK_COLUMN))
             .join(wanted.distinct(), on=pk, how="left_semi"))
-
-
-def _cuts_from(snapshot, table: str, base_version: int):
-    from .repair import cuts_to_repair
-
-    return list(cuts_to_repair(snapshot, table, base_version))
 
 
 def _route_new_rows(spark, rows, layout, table: TableSchema, snapshot, schema: Schema, sort_column: str | None,

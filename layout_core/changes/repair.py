@@ -104,13 +104,14 @@ def cuts_to_repair(snapshot: CatalogSnapshot, table: str, base_version: int):
 
 
 def repair_cuts(spark, snapshot: CatalogSnapshot, schema: Schema, table: str, base_version: int,
-                inserted, deleted, frames: Callable[[], Mapping[str, object]], scratch: Path) -> list[CutRepair]:
+                inserted, deleted, frames: Callable[[frozenset[str]], Mapping[str, object]],
+                scratch: Path) -> list[CutRepair]:
     """Every current cut of another table computed from `table`'s `base_version`,
     repaired for a batch: `inserted` (new rows of `table`, updates included) and
     `deleted` (the old rows removed, updates included) are DataFrames with
-    `table`'s columns (None when the batch has none); `frames()` gives the current
-    data of the other tables on the paths (`pipeline.steps.source_frames`), called
-    only when a path's keys are not stored; `scratch` is a folder for key lists."""
+    `table`'s columns (None when the batch has none); `frames(tables)` gives the
+    current data of those tables (`pipeline.steps.source_frames`), called only for
+    the tables below a path whose keys are not stored; `scratch` is a folder for key lists."""
     found = list(cuts_to_repair(snapshot, table, base_version))
     predicates = {c.predicate: loads(c.predicate) for _, c in found}
     placed = {text: _level(p, table) for text, p in predicates.items()}
@@ -188,7 +189,7 @@ def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames, st
     """Per cut: (keys of `rows`, whether each reaches a source row satisfying the cut). At
     the source the predicate itself; below it, the row's foreign key among the `stored`
     keys of the path's prefix (`stored_path_keys`), or else the rows joined down the path
-    in Spark (`frames()`, the tables below)."""
+    in Spark (`frames(tables)`, the tables below)."""
     from ..spark.induced import with_induced_flags
 
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
@@ -201,7 +202,9 @@ def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames, st
     path_texts = {text: dumps(p) for text, p in below.items()}
     by_keys = {text: stored[path] for text, path in path_texts.items() if path in stored}
     joined = [text for text in below if text not in by_keys]
-    marked = with_induced_flags(rows, [below[t] for t in joined], frames()) if joined else None
+    marked = (with_induced_flags(rows, [below[t] for t in joined],
+                                 frames(frozenset(source_frame_tables([cuts[t] for t in joined], table))))
+              if joined else None)
     frame = marked.frame if marked else rows
     flag_of = dict(zip(joined, marked.columns)) if marked else {}
     fk_of = {text: below[text].hops[-1].child_column for text in by_keys}
