@@ -12,7 +12,7 @@ import pytest
 
 from layout_core.catalog import Catalog
 from layout_core.cli import main
-from tests.tpch_layouts import SCHEMA, lay_out_tpch, use
+from tests.tpch_layouts import SCHEMA, shared_tpch_layout, use
 
 pytestmark = pytest.mark.slow
 
@@ -25,8 +25,8 @@ SPARK_SAMPLE = 30
 
 @pytest.fixture(scope="module", params=["mto", "fineblock"])
 def catalog_url(request, spark, tpch_sf001, tmp_path_factory):
-    home = tmp_path_factory.mktemp(f"check_{request.param}")
-    laid_out = lay_out_tpch(spark, tpch_sf001, home, request.param, BLOCK_ROWS)
+    # the check only reads the layouts: mto's is the one test_mto_golden_spark reads too
+    laid_out, home = shared_tpch_layout(spark, tpch_sf001, tmp_path_factory, request.param, BLOCK_ROWS)
     yield f"sqlite:///{home / 'catalog.db'}"
     use(laid_out["raw"])  # the check's Spark views read the block folders: give other tests the raw tables back
 

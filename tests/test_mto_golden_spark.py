@@ -11,7 +11,7 @@ from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import route_query
 from layout_core.workload.tpch import generate
 from tests.conftest import TPCH_TABLES
-from tests.tpch_layouts import lay_out_tpch, use
+from tests.tpch_layouts import shared_tpch_layout, use
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")
@@ -22,7 +22,7 @@ BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer":
 
 @pytest.fixture(scope="module")
 def mto(spark, tpch_sf001, tmp_path_factory):
-    laid_out = lay_out_tpch(spark, tpch_sf001, tmp_path_factory.mktemp("mto_golden"), "mto", BLOCK_ROWS)
+    laid_out, _ = shared_tpch_layout(spark, tpch_sf001, tmp_path_factory, "mto", BLOCK_ROWS)  # read only
     yield laid_out
     use(laid_out["raw"])
 

@@ -1,6 +1,6 @@
-"""The nightly DAG: it imports cleanly, and a real run lays out a TPC-H partition."""
+"""The DAG files: they import cleanly and light, their steps and order, and a star DAG run
+(one day of one table runs in tests/test_nightly_schedule.py)."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -49,44 +49,6 @@ def test_dagbag_imports_without_errors(dagbag):
     featurize = dag.get_task("featurize")
     assert "--settings" in featurize.application_args
     assert all("--optimizer" not in dag.get_task(step).application_args for step in STEPS if step != "featurize")
-
-
-@pytest.mark.slow
-def test_dag_run_lays_out_a_partition(tmp_path, tpch_sf001):
-    """`airflow dags test` on SF 0.01: blocks on disk, an active version, routing works."""
-    from layout_core.airflow_run import airflow_env, run_dag_test
-    from layout_core.catalog import Catalog
-    from layout_core.workload.tpch import generate, write_sql_file
-
-    warehouse = tmp_path / "warehouse"
-    catalog_url = f"sqlite:///{tmp_path / 'catalog.db'}"
-    log = tmp_path / "queries.sql"
-    write_sql_file(generate(6, seed=2, templates=[1, 6, 12, 14, 19]), log)
-    env = airflow_env(tmp_path / "airflow", catalog_url, warehouse)
-    conf = {
-        "table": "lineitem", "partition": "1995", "source": str(tpch_sf001 / "lineitem.parquet"),
-        "date_column": "l_shipdate", "start": "1995-01-01", "end": "1996-01-01",
-        "optimizer": "fineblock", "block_rows": 1000, "query_log": str(log),
-        "settings": {"num_feat": 8, "min_support": 2, "exclude_columns": ["l_shipdate"]},
-    }
-    run_dag_test(env, "layout_nightly", conf, log_file=tmp_path / "dag.log")
-
-    import pyarrow.parquet as pq
-
-    expected_rows = pq.read_table(tpch_sf001 / "lineitem.parquet", columns=["l_shipdate"]).to_pandas()
-    year_rows = int((expected_rows["l_shipdate"].astype(str).str[:4] == "1995").sum())
-    with Catalog(catalog_url) as catalog:
-        (version,) = [v for v in catalog.versions("lineitem", "1995") if v.state == "active"]
-        layout = catalog.active_layout("lineitem", "1995")
-    assert version.optimizer == "fineblock"
-    assert sum(b.row_count for b in layout.blocks) == year_rows
-    assert all(1000 <= b.row_count for b in layout.blocks) or len(layout.blocks) == 1
-    assert len(layout.cuts) >= 1 and not any("l_shipdate" in c.sql for c in layout.cuts)  # excluded
-    folders = sorted(p.name for p in (warehouse / "lineitem" / "dt=1995").iterdir())
-    assert folders == sorted(f"block_id={b.block_id}" for b in layout.blocks)
-    metrics = json.loads(next((warehouse / "_runs" / "lineitem" / "1995").glob("*/metrics.json")).read_text())
-    assert set(metrics) == set(STEPS)
-    assert metrics["verify"]["rows"] == year_rows
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ partition; re-running a day replaces that partition's version and nothing else).
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -188,32 +189,55 @@ def block_folders(warehouse: Path, day: str) -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_days_run_from_their_landing_folders_and_a_rerun_replaces_only_its_day(tmp_path, tpch_sf001):
+def test_a_day_runs_from_its_landing_folder_and_a_rerun_replaces_only_its_day(tmp_path, tpch_sf001, spark):
+    """`airflow dags test` of one day (fineblock with settings), the next day laid out by
+    the same steps in process, then the first day's batch corrected and its day run again."""
     from layout_core.airflow_run import _airflow, airflow_env, run_dag_test
     from layout_core.catalog import Catalog
     from layout_core.errors import ToolError
+    from layout_core.pipeline import steps
+    from layout_core.schema import load_schema
+    from layout_core.workload.tpch import generate, write_sql_file
 
     landing, warehouse = tmp_path / "landing" / "lineitem", tmp_path / "warehouse"
     catalog_url = f"sqlite:///{tmp_path / 'catalog.db'}"
     env = airflow_env(tmp_path / "airflow", catalog_url, warehouse)
     env["LAYOUT_NIGHTLY_SOURCE"] = f"{landing}/dt={{{{ ds }}}}"
     env.update(LAYOUT_NIGHTLY_WAIT_TIMEOUT="4", LAYOUT_NIGHTLY_POKE_INTERVAL="1")
-    conf = {"optimizer": "sortkey", "block_rows": 3000}  # everything else from the defaults
+    log = tmp_path / "queries.sql"
+    write_sql_file(generate(6, seed=2, templates=[1, 6, 12, 14, 19]), log)
+    # table, source and partition from the defaults and the sensor
+    conf = {"optimizer": "fineblock", "block_rows": 1000, "query_log": str(log),
+            "settings": {"num_feat": 8, "min_support": 2, "exclude_columns": ["l_shipdate"]}}
     rows = {"2024-03-01": write_landing_day(tpch_sf001, landing, "2024-03-01", "1995"),
             "2024-03-02": write_landing_day(tpch_sf001, landing, "2024-03-02", "1996")}
     assert rows["2024-03-01"] > 3000 and rows["2024-03-02"] > 3000 and rows["2024-03-01"] != rows["2024-03-02"]
-    for day in rows:
-        run_dag_test(env, "layout_nightly", conf, logical_date=day, log_file=tmp_path / f"{day}.log")
+    run_dag_test(env, "layout_nightly", conf, logical_date="2024-03-01", log_file=tmp_path / "2024-03-01.log")
+    with Catalog(catalog_url) as catalog:
+        steps.run_in_process(spark, catalog, load_schema("tpch"),
+                             steps.RunPaths(warehouse, "lineitem", "2024-03-02", "night-2"),
+                             str(landing / "dt=2024-03-02"), "sortkey", {"block_rows": 3000})
 
     with Catalog(catalog_url) as catalog:
         first = {day: catalog.versions("lineitem", day) for day in rows}
         for day, versions in first.items():
             (version,) = versions
-            assert version.state == "active" and version.run_id.startswith("layout_nightly__manual__")
+            assert version.state == "active"
             layout = catalog.active_layout("lineitem", day)
             assert sum(b.row_count for b in layout.blocks) == rows[day]
             assert len(layout.blocks) > 1
+        (version,) = first["2024-03-01"]
+        assert version.run_id.startswith("layout_nightly__manual__") and version.optimizer == "fineblock"
+        layout = catalog.active_layout("lineitem", "2024-03-01")
+        assert all(1000 <= b.row_count for b in layout.blocks)
+        assert len(layout.cuts) >= 1 and not any("l_shipdate" in c.sql for c in layout.cuts)  # excluded
+        day1_folders = sorted(f"block_id={b.block_id}" for b in layout.blocks)
         day2_blocks = [(b.block_id, b.row_count, b.path) for b in catalog.active_layout("lineitem", "2024-03-02").blocks]
+    assert sorted(block_folders(warehouse, "2024-03-01")) == day1_folders
+    (metrics,) = (warehouse / "_runs" / "lineitem" / "2024-03-01").glob("*/metrics.json")
+    metrics = json.loads(metrics.read_text())
+    assert set(metrics) == {"ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog"}
+    assert metrics["verify"]["rows"] == rows["2024-03-01"]
     day2_folders = block_folders(warehouse, "2024-03-02")
 
     # the day's batch is corrected and the day run again: a new version of that partition only
@@ -242,8 +266,9 @@ def test_days_run_from_their_landing_folders_and_a_rerun_replaces_only_its_day(t
         assert catalog.versions("lineitem", "2024-03-03") == []
     assert not (warehouse / "_runs" / "lineitem" / "2024-03-03").exists()  # ingest never ran
 
-    # backfill over the range: Airflow plans one run per day, skipping days that have one
-    # unless told to reprocess them (the runs themselves need a scheduler; not run here)
+    # backfill over the range: Airflow plans one run per day, skipping days that have a run
+    # unless told to reprocess them (2024-03-02 has a version but no Airflow run; the runs
+    # themselves need a scheduler: tests/test_airflow_deployment.py runs one)
     def dry_run(*extra: str) -> str:
         done = subprocess.run([_airflow(), "backfill", "create", "--dag-id", "layout_nightly", "--from-date",
                                "2024-03-01", "--to-date", "2024-03-04", "--max-active-runs", "1", "--dry-run",
@@ -254,7 +279,7 @@ def test_days_run_from_their_landing_folders_and_a_rerun_replaces_only_its_day(t
         table = planned.split("Runs to be attempted", 1)[1]  # (the params above name the range's ends)
         return [d for d in ("2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04") if f"{d} 00:00:00" in table]
 
-    assert days(dry_run()) == ["2024-03-04"]  # every other day has a run
-    assert days(dry_run("--reprocess-behavior", "failed")) == ["2024-03-03", "2024-03-04"]
+    assert days(dry_run()) == ["2024-03-02", "2024-03-04"]
+    assert days(dry_run("--reprocess-behavior", "failed")) == ["2024-03-02", "2024-03-03", "2024-03-04"]
     assert days(dry_run("--reprocess-behavior", "completed")) == ["2024-03-01", "2024-03-02", "2024-03-03",
                                                                   "2024-03-04"]

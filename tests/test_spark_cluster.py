@@ -32,16 +32,24 @@ def _blocks_of(catalog_url: str, table: str, partition: str) -> set[tuple]:
     return rows
 
 
-def test_the_nightly_dag_on_a_standalone_cluster_writes_the_local_runs_blocks(tmp_path, tpch_sf001):
+def test_the_nightly_dag_on_a_standalone_cluster_writes_the_local_runs_blocks(spark, tmp_path, tpch_sf001):
     from layout_core.airflow_run import airflow_env, run_dag_test
+    from layout_core.catalog import Catalog
+    from layout_core.pipeline import steps
+    from layout_core.schema import load_schema
     from layout_core.spark_cluster import master_state, standalone_cluster
 
     conf = lineitem_1995_conf(tpch_sf001, tmp_path)
     urls = {}
     for name in ("local", "cluster"):
+        (tmp_path / name).mkdir()
         urls[name] = f"sqlite:///{tmp_path / name / 'catalog.db'}"
-    run_dag_test(airflow_env(tmp_path / "local" / "airflow", urls["local"], tmp_path / "local" / "wh"),
-                 "layout_nightly", conf, log_file=tmp_path / "local.log")
+    # the reference: the same steps in this process's local session
+    with Catalog(urls["local"]) as catalog:
+        steps.run_in_process(spark, catalog, load_schema("tpch"),
+                             steps.RunPaths(tmp_path / "local" / "wh", "lineitem", "1995", "night-1"),
+                             conf["source"], conf["optimizer"], {"block_rows": conf["block_rows"], **conf["settings"]},
+                             conf["query_log"], date_column=conf["date_column"], start=conf["start"], end=conf["end"])
     with standalone_cluster(tmp_path / "spark-logs") as master:
         env = airflow_env(tmp_path / "cluster" / "airflow", urls["cluster"], tmp_path / "cluster" / "wh",
                           spark_master=master)

@@ -19,18 +19,49 @@ def lay_out_tpch(spark, tpch: Path, home: Path, optimizer: str, block_rows: dict
     """Lay out the tables of `block_rows` in its order (parents first) with `optimizer`,
     trained on 2 instances of every template; the routing index, the raw tables,
     the tables read from their block folders, and the catalog snapshot."""
-    from layout_core.spark.views import layout_frame
-
     log = home / "train.sql"
     write_sql_file(generate(2, seed=1, scale_factor=0.01), log)
     with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
         for table, rows in block_rows.items():
             steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", table, "", "night-1"),
                                  str(tpch / f"{table}.parquet"), optimizer, {"block_rows": rows}, str(log))
+    return laid_out_tpch(spark, tpch, home)
+
+
+def laid_out_tpch(spark, tpch: Path, home: Path) -> dict:
+    """What `lay_out_tpch` returns, for layouts already in `home`'s catalog."""
+    from layout_core.spark.views import layout_frame
+
+    with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
         snapshot = catalog.snapshot()
     raw = {t: spark.read.parquet(str(tpch / f"{t}.parquet")) for t in TPCH_TABLES}
     blocks = {t: layout_frame(spark, snapshot, SCHEMA.table(t)) for t in TPCH_TABLES}
     return {"index": RoutingIndex.from_snapshot(snapshot), "raw": raw, "blocks": blocks, "snapshot": snapshot}
+
+
+def shared_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, block_rows: dict[str, int]
+                       ) -> tuple[dict, Path]:
+    """`lay_out_tpch` once per test run, for modules that only read the layout: the
+    pytest-xdist workers of a run share one folder (the first lays the tables out while
+    holding a lock, the others then load it). Returns (what lay_out_tpch returns, home)."""
+    import fcntl
+    import hashlib
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    key = hashlib.sha1(repr((optimizer, sorted(block_rows.items()))).encode()).hexdigest()[:12]
+    home = root / f"shared_tpch_{optimizer}_{key}"
+    with open(root / f"shared_tpch_{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = home / "laid_out"
+        if done.exists():
+            return laid_out_tpch(spark, tpch, home), home
+        shutil.rmtree(home, ignore_errors=True)  # a half-made folder of a crashed worker
+        home.mkdir()
+        laid_out = lay_out_tpch(spark, tpch, home, optimizer, block_rows)
+        done.write_text("")
+        return laid_out, home
 
 
 def use(frames: dict) -> None:
