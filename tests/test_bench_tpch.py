@@ -24,7 +24,7 @@ def b1(tmp_path_factory):
     # its own process: B1 starts and stops a SparkSession of its own
     done = subprocess.run(
         [sys.executable, "-m", "layout_core.cli", "bench", "tpch", "--sf", "0.01", "--block-rows", "1000",
-         "--per-template", "2", "--layouts", "sortkey,qdtree,mto,pando-3", "--spark", "--dips",
+         "--per-template", "2", "--layouts", "sortkey,mto,pando-3", "--spark", "--dips",
          "--work", str(work), "--json"],
         capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -33,7 +33,7 @@ def b1(tmp_path_factory):
 
 def test_b1_reports_what_the_issue_asks_for(b1):
     result, work = b1
-    laid_out = {"sortkey", "qdtree", "mto", "pando-3", "tuned", "mto(join_key)"}
+    laid_out = {"sortkey", "mto", "pando-3", "tuned", "mto(join_key)"}  # qdtree: tests/test_qdtree.py
     assert set(result["layouts"]) == laid_out | {f"{name}+dips" for name in laid_out}
     for layout in result["layouts"].values():
         assert isinstance(layout["index_bytes"], int)
@@ -45,7 +45,7 @@ def test_b1_reports_what_the_issue_asks_for(b1):
     assert result["layouts"]["sortkey"]["blocks_vs_sortkey"] == 1.0
     # sortkey keeps no tree; the others trees, lineage (and literal keys, pando its cell map)
     sizes = {name: layout["index_bytes"] for name, layout in result["layouts"].items()}
-    assert sizes["sortkey"] == 0 and min(sizes["qdtree"], sizes["mto"], sizes["pando-3"]) > 0
+    assert sizes["sortkey"] == 0 and min(sizes["mto"], sizes["pando-3"], sizes["mto(join_key)"]) > 0
     assert result["layouts"]["pando-3"]["plans"]["lineitem"]["choices"]["trees"] == 3
     assert isinstance(result["lower_bound_blocks"], int) and result["lower_bound_blocks"] > 0
     assert 0 < result["router_ms"]["p50"] <= result["router_ms"]["p99"]

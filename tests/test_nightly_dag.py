@@ -1,4 +1,4 @@
-"""The DAG files: they import cleanly and light, their steps and order, and a star DAG run
+"""The DAG files: they import cleanly and light, their steps and order, and the star steps with pando
 (one day of one table runs in tests/test_nightly_schedule.py)."""
 
 import subprocess
@@ -79,11 +79,13 @@ def test_star_dag_lays_out_dimension_tables_before_the_fact_table(dagbag):
 
 
 @pytest.mark.slow
-def test_star_dag_run_gives_the_fact_table_join_induced_cuts(tmp_path, tpch_sf001):
-    """`airflow dags test` of orders then lineitem (SF 0.01) with pando (two trees), a
-    join-induced cut on lineitem from the orders layout the run activated first."""
-    from layout_core.airflow_run import airflow_env, run_dag_test
+def test_star_steps_with_pando_give_the_fact_table_join_induced_cuts(tmp_path, spark, tpch_sf001):
+    """The star DAG's steps for orders then lineitem (SF 0.01) with pando (two trees), in
+    one process (the DAG's own spark-submits run in tests/test_example_star.py): a
+    join-induced cut on lineitem from the orders layout activated first."""
     from layout_core.catalog import Catalog
+    from layout_core.pipeline import steps
+    from layout_core.schema import load_schema
 
     warehouse = tmp_path / "warehouse"
     catalog_url = f"sqlite:///{tmp_path / 'catalog.db'}"
@@ -92,12 +94,15 @@ def test_star_dag_run_gives_the_fact_table_join_induced_cuts(tmp_path, tpch_sf00
                    "AND o_orderpriority = '1-URGENT';\n" * 3 +
                    "SELECT count(*) FROM lineitem WHERE l_quantity < 10;\n"
                    "SELECT count(*) FROM orders WHERE o_orderdate < DATE '1993-01-01';\n" * 2)
-    env = airflow_env(tmp_path / "airflow", catalog_url, warehouse)
-    env["LAYOUT_STAR_TABLES"] = "orders,lineitem"
-    conf = {"source_dir": str(tpch_sf001), "partition": "1995", "date_column": "l_shipdate",
-            "start": "1995-01-01", "end": "1996-01-01", "block_rows": 1000, "dimension_block_rows": 3000,
-            "optimizer": "pando", "settings": {"sort_column": "l_shipdate", "trees": 2}, "query_log": str(log)}
-    run_dag_test(env, "layout_star_nightly", conf, log_file=tmp_path / "dag.log")
+    schema = load_schema("tpch")
+    with Catalog(catalog_url) as catalog:
+        steps.run_in_process(spark, catalog, schema, steps.RunPaths(warehouse, "orders", "", "star"),
+                             str(tpch_sf001 / "orders.parquet"), "pando",
+                             {"block_rows": 3000, "trees": 2}, str(log))
+        steps.run_in_process(spark, catalog, schema, steps.RunPaths(warehouse, "lineitem", "1995", "star"),
+                             str(tpch_sf001 / "lineitem.parquet"), "pando",
+                             {"block_rows": 1000, "sort_column": "l_shipdate", "trees": 2}, str(log),
+                             date_column="l_shipdate", start="1995-01-01", end="1996-01-01")
 
     with Catalog(catalog_url) as catalog:
         orders = catalog.active_layout("orders", "")
