@@ -20,38 +20,20 @@ Kept light on purpose: layout_core is imported inside the report task only.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, Param, task
+from airflow.sdk import DAG, Param, task
+from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
 
-JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
-LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")  # as in layout_nightly.py
-RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
 STEPS = ("stage_changes", "write_changes", "verify_changes", "activate_changes")
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
-}
 
 
-def changes_step(step: str, **kwargs) -> SparkSubmitOperator:
-    return SparkSubmitOperator(
-        task_id=step,
-        application=str(JOBS_DIR / "apply_changes.py"),
-        application_args=[step, "--table", "{{ params.table }}", "--partition", "{{ params.partition }}",
-                          "--inserted", "{{ params.inserted }}", "--deleted", "{{ params.deleted }}",
-                          "--run-id", RUN_ID],
-        conn_id="spark_default",
-        conf=SPARK_CONF,
-        name=f"layout-{step}",
-        **kwargs,
-    )
+def changes_step(step: str, **kwargs):
+    return spark_submit(step, "apply_changes.py",
+                        [step, "--table", "{{ params.table }}", "--partition", "{{ params.partition }}",
+                         "--inserted", "{{ params.inserted }}", "--deleted", "{{ params.deleted }}",
+                         "--run-id", RUN_ID], **kwargs)
 
 
 with DAG(

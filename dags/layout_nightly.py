@@ -42,35 +42,20 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime, timedelta
-from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import (DAG, Asset, BaseSensorOperator, CronDataIntervalTimetable, Param, PokeReturnValue,
+from airflow.sdk import (DAG, BaseSensorOperator, CronDataIntervalTimetable, Param, PokeReturnValue,
                          TaskGroup, chain)
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
-
-JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
-LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")
+from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
 
 STAR_TABLES = [t for t in os.environ.get(
     "LAYOUT_STAR_TABLES", "region,nation,supplier,customer,part,partsupp,orders,lineitem").split(",") if t]
 
-# Scheduled run ids ("scheduled__<date>") are the same in every DAG: prefix the DAG id
-# so the two DAGs never share a staging folder or a catalog version.
-RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
 RUN_ARGS = [
     "--table", "{{ params.table }}",
     "--partition", "{{ params.partition or ds }}",
     "--run-id", RUN_ID,
 ]
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.sql.session.timeZone": "UTC",
-    # short jobs: the JIT's top tier costs more than it saves
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
-}
 # The optimizer and its settings go to featurize only: later steps read them from its artifact.
 FEATURIZE_ARGS = (
     "--query-log", "{{ params.query_log }}",
@@ -89,16 +74,8 @@ DAG_DEFAULTS = {
 }
 
 
-def spark_step(step: str, *extra_args: str, run_args: list[str] = RUN_ARGS, **kwargs) -> SparkSubmitOperator:
-    return SparkSubmitOperator(
-        task_id=step,
-        application=str(JOBS_DIR / f"{step}.py"),
-        application_args=[*run_args, *extra_args],
-        conn_id="spark_default",
-        conf=SPARK_CONF,
-        name=f"layout-{step}",
-        **kwargs,
-    )
+def spark_step(step: str, *extra_args: str, run_args: list[str] = RUN_ARGS, **kwargs):
+    return spark_submit(step, f"{step}.py", [*run_args, *extra_args], **kwargs)
 
 
 # --- layout_nightly: settings for unattended runs, and the sensor for the day's batch -------

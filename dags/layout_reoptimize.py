@@ -19,38 +19,20 @@ Kept light on purpose: layout_core is imported inside the tasks only.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, AssetAlias, Param, task
+from airflow.sdk import DAG, AssetAlias, Param, task
+from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
 
-JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
 SHIFT_ALIAS = AssetAlias("layout_workload_shift")  # as in layout_workload_monitor.py
-LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")  # as in layout_nightly.py
-RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
 CHOSEN = "ti.xcom_pull(task_ids='choose_table')"
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
-}
 
 
-def reorg_step(step: str, **kwargs) -> SparkSubmitOperator:
-    return SparkSubmitOperator(
-        task_id=step,
-        application=str(JOBS_DIR / "reorganize.py"),
-        application_args=[step, "--table", "{{ %s['table'] }}" % CHOSEN, "--run-id", RUN_ID,
-                          "--q", "{{ %s['q'] }}" % CHOSEN, "--window-hours", "{{ params.window_hours }}"],
-        conn_id="spark_default",
-        conf=SPARK_CONF,
-        name=f"layout-{step}",
-        **kwargs,
-    )
+def reorg_step(step: str, **kwargs):
+    return spark_submit(step, "reorganize.py",
+                        [step, "--table", "{{ %s['table'] }}" % CHOSEN, "--run-id", RUN_ID,
+                         "--q", "{{ %s['q'] }}" % CHOSEN, "--window-hours", "{{ params.window_hours }}"], **kwargs)
 
 
 with DAG(

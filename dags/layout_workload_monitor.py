@@ -19,23 +19,11 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta
-from pathlib import Path
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, AssetAlias, Param, task
+from spark_jobs import RUN_ID, spark_submit
 
-JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
 SHIFT_ALIAS = AssetAlias("layout_workload_shift")
-RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
-
-# As in layout_nightly.py.
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "8",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
-}
 
 
 def shift_asset(table: str) -> Asset:
@@ -64,16 +52,10 @@ with DAG(
                                 description="fewer references to a table than this: too few to act on"),
     },
 ) as dag:
-    measure = SparkSubmitOperator(
-        task_id="measure_shift",
-        application=str(JOBS_DIR / "measure_shift.py"),
-        application_args=["--run-id", RUN_ID, "--tables", "{{ params.tables }}", "--q", "{{ params.q }}",
-                          "--w", "{{ params.w or '' }}", "--window-hours", "{{ params.window_hours }}",
-                          "--min-references", "{{ params.min_references }}"],
-        conn_id="spark_default",
-        conf=SPARK_CONF,
-        name="layout-measure-shift",
-    )
+    measure = spark_submit("measure_shift", "measure_shift.py",
+                           ["--run-id", RUN_ID, "--tables", "{{ params.tables }}", "--q", "{{ params.q }}",
+                            "--w", "{{ params.w or '' }}", "--window-hours", "{{ params.window_hours }}",
+                            "--min-references", "{{ params.min_references }}"])
 
     @task(outlets=[SHIFT_ALIAS])
     def emit_shift_events(*, outlet_events=None, dag=None, run_id=None) -> dict:

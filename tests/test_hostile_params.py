@@ -487,8 +487,12 @@ def test_a_working_catalog_url_with_a_password_is_masked_too():
 
 @pytest.fixture(scope="module")
 def dag_files():
-    return {name: runpy.run_path(str(PROJECT / "dags" / f"{name}.py"))
-            for name in ("layout_nightly", "layout_changes", "layout_reoptimize")}
+    sys.path.insert(0, str(PROJECT / "dags"))  # as Airflow does: the DAG files import dags/spark_jobs.py
+    try:
+        return {name: runpy.run_path(str(PROJECT / "dags" / f"{name}.py"))
+                for name in ("layout_nightly", "layout_changes", "layout_reoptimize")}
+    finally:
+        sys.path.remove(str(PROJECT / "dags"))
 
 
 def _refused(param, value) -> bool:

@@ -62,9 +62,9 @@ def nightly_bag(tmp_path, monkeypatch, **env):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow.dag_processing.dagbag import BundleDagBag
 
-    return DagBag(dag_folder=str(PROJECT / "dags" / "layout_nightly.py"))
+    return BundleDagBag(dag_folder=str(PROJECT / "dags" / "layout_nightly.py"), bundle_path=PROJECT / "dags")
 
 
 @pytest.mark.slow

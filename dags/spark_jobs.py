@@ -1,0 +1,40 @@
+"""What the layout DAGs' spark-submit steps share: where the jobs are, the
+Spark settings of short jobs, the run id steps stage under, and the catalog's
+Asset. Airflow puts the DAG folder on sys.path, so the DAG files import this
+module by name. Kept light: no Spark or layout_core import."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Asset
+
+JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
+# Every run that activates a layout version updates it (the UI's "what changed the catalog").
+LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")
+# Scheduled run ids ("scheduled__<date>") are the same in every DAG: prefix the DAG id
+# so two DAGs never share a staging folder or a catalog version.
+RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+    # short jobs: the JIT's top tier costs more than it saves
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
+}
+
+
+def spark_submit(task_id: str, job: str, args: list[str], **kwargs) -> SparkSubmitOperator:
+    """A step that spark-submits `jobs/<job>` with `args` on the spark_default connection."""
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=str(JOBS_DIR / job),
+        application_args=args,
+        conn_id="spark_default",
+        conf=SPARK_CONF,
+        name=f"layout-{task_id}",
+        **kwargs,
+    )
