@@ -191,7 +191,7 @@ def block_folders(warehouse: Path, day: str) -> dict[str, float]:
 @pytest.mark.slow
 def test_a_day_runs_from_its_landing_folder_and_a_rerun_replaces_only_its_day(tmp_path, tpch_sf001, spark):
     """`airflow dags test` of one day (fineblock with settings), the next day laid out by
-    the same steps in process, then the first day's batch corrected and its day run again."""
+    the same steps in process, then the first day's batch corrected and its day run again, in process."""
     from layout_core.airflow_run import _airflow, airflow_env, run_dag_test
     from layout_core.catalog import Catalog
     from layout_core.errors import ToolError
@@ -240,9 +240,14 @@ def test_a_day_runs_from_its_landing_folder_and_a_rerun_replaces_only_its_day(tm
     assert metrics["verify"]["rows"] == rows["2024-03-01"]
     day2_folders = block_folders(warehouse, "2024-03-02")
 
-    # the day's batch is corrected and the day run again: a new version of that partition only
+    # the day's batch is corrected and the day run again (the DAG's steps, in process, as a
+    # re-run of its day gets them): a new version of that partition only
     rows["2024-03-01"] = write_landing_day(tpch_sf001, landing, "2024-03-01", "1995", drop_every=7)
-    run_dag_test(env, "layout_nightly", conf, logical_date="2024-03-01", log_file=tmp_path / "rerun.log")
+    with Catalog(catalog_url) as catalog:
+        steps.run_in_process(spark, catalog, load_schema("tpch"),
+                             steps.RunPaths(warehouse, "lineitem", "2024-03-01", "layout_nightly__rerun"),
+                             str(landing / "dt=2024-03-01"), conf["optimizer"],
+                             {"block_rows": conf["block_rows"], **conf["settings"]}, conf["query_log"])
     with Catalog(catalog_url) as catalog:
         old, new = sorted(catalog.versions("lineitem", "2024-03-01"), key=lambda v: v.version_id)
         assert old.version_id == first["2024-03-01"][0].version_id
