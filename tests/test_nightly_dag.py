@@ -125,3 +125,7 @@ def test_star_steps_with_pando_give_the_fact_table_join_induced_cuts(tmp_path, s
         leaf_ids = {n.leaf_id for n in nodes if n.tree == tree and n.leaf_id is not None}
         assert len(leaf_ids) >= 2  # each tree holds one of the two cuts
         assert all(set(b.leaves[tree]) <= leaf_ids and b.leaves[tree] for b in lineitem.blocks)
+        # the cells (k-tuples) of each block's rows name exactly the leaves of its lineage
+        assert all({cell[tree] for cell in b.cells} == set(b.leaves[tree]) for b in lineitem.blocks)
+    assert all(len(cell) == 2 for b in lineitem.blocks for cell in b.cells)
+    assert sum(len(b.cells) for b in lineitem.blocks) > len(lineitem.blocks)  # merged cells share blocks

@@ -161,6 +161,40 @@ def test_a_stale_cut_never_skips_a_leaf():
     assert names(read(layout, "x < 5 AND y < 5")) == "ABDF"
 
 
+# ------------------------------------------------------------- cells (Pando's k-tuples)
+
+
+def test_a_block_whose_cells_pair_the_admitted_leaves_of_different_rows_is_skipped():
+    # D holds rows of leaves 10 and 11 (tree 0) and 20 and 21 (tree 1), but in the
+    # cells (10, 21) and (11, 20) only: for x < 5 AND y < 5 each tree admits its left
+    # leaf (10, 20), so each tree's block set has D, yet no row of D is in (10, 20).
+    paired = dict(HAND_BLOCKS, D=dataclasses.replace(HAND_BLOCKS["D"], cells=((10, 21), (11, 20))))
+    assert names(read(hand_layout(blocks=paired), "x < 5 AND y < 5")) == "A"
+    # a row in (10, 20) makes it needed again
+    needed = dict(HAND_BLOCKS, D=dataclasses.replace(HAND_BLOCKS["D"], cells=((10, 21), (11, 20), (10, 20))))
+    assert names(read(hand_layout(blocks=needed), "x < 5 AND y < 5")) == "AD"
+    # disjoint with cut 0 (tree 0 admits 11 only), tree 1 admits both: (11, 20) is admitted
+    assert names(read(hand_layout(blocks=paired), "x >= 20")) == "BCDF"
+
+
+@pytest.mark.parametrize("cells", [
+    ((10, 21), (11, 99)),  # leaf 99 is no leaf of tree 1
+    ((10,), (11, 20)),  # a cell naming one tree only
+    ((10, 21, 30),),  # three trees
+])
+def test_cells_the_trees_cannot_place_are_not_used(cells):
+    layout = dataclasses.replace(hand_layout(), cells=((),) * 3 + (cells,) + ((),) * 2)  # D's cells
+    assert names(read(layout, "x < 5 AND y < 5")) == "AD"  # D: per-tree intersection only
+
+
+def test_one_tree_keeps_no_cells():
+    one_tree = two_trees()[:3]
+    blocks = {"A": block(100, ((10,),)), "B": block(101, ((11,),))}
+    layout = dataclasses.replace(LayoutIndex.from_blocks("t", list(blocks.values()), CUTS, trees=one_tree),
+                                 cells=(((10,),), ((11,),)))
+    assert layout.cell_index is None and read(layout, "x < 5") == {100}
+
+
 # --------------------------------------------------- property: no needed row is skipped
 
 # A cut atom is (column, op, constant) or (column, "is null"); a query is a tree of
@@ -271,8 +305,9 @@ def leaf_of_row(nodes: list[TreeNodeRecord], bits: list[bool]) -> int:
 
 
 def summarize(block_id: int, rows: list[dict], bits: list[list[bool]], cells: list[tuple],
-              with_cut_bits: bool, with_stats: bool) -> BlockRecord:
-    """A block record of `rows` (each row's cut bits and leaf per tree given), with exact lineage."""
+              with_cut_bits: bool, with_stats: bool, with_cells: bool) -> BlockRecord:
+    """A block record of `rows` (each row's cut bits and leaf per tree given), with exact
+    lineage and, `with_cells`, the rows' cells."""
     n_cuts = len(bits[0]) if bits else 0
     union = sum(1 << j for j in range(n_cuts) if any(b[j] for b in bits))
     all_ = sum(1 << j for j in range(n_cuts) if all(b[j] for b in bits))
@@ -286,7 +321,8 @@ def summarize(block_id: int, rows: list[dict], bits: list[list[bool]], cells: li
                              "max": value_to_json(max(present)) if present else None,
                              "null_count": len(rows) - len(present)}
     leaves = tuple(sorted(set(leaf_ids)) for leaf_ids in zip(*cells))
-    return BlockRecord(block_id, len(rows), 1, f"/w/{block_id}", stats, union, all_, leaves)
+    return BlockRecord(block_id, len(rows), 1, f"/w/{block_id}", stats, union, all_, leaves,
+                       cells=tuple(cells) if with_cells else ())
 
 
 @st.composite
@@ -306,11 +342,12 @@ def layouts(draw):
         owner = draw(st.lists(st.integers(0, n_blocks - 1), min_size=len(rows), max_size=len(rows)))
     # Mostly without cut bits, so that the trees alone decide what is skipped.
     with_cut_bits, with_stats = draw(st.sampled_from([False, False, True])), draw(st.booleans())
+    with_cells = draw(st.booleans())  # Pando's blocks keep their rows' cells
     blocks = []
     for b in range(n_blocks):
         mine = [i for i, o in enumerate(owner) if o == b]
         blocks.append(summarize(b, [rows[i] for i in mine], [bits[i] for i in mine], [cells[i] for i in mine],
-                                with_cut_bits, with_stats))
+                                with_cut_bits, with_stats, with_cells))
     layout = LayoutIndex.from_blocks("t", blocks, [cut_predicate(c) for c in cuts],
                                      trees=[n for nodes in trees for n in nodes])
     return layout, rows, owner
@@ -332,20 +369,24 @@ def test_every_block_holding_a_row_the_query_needs_is_read(case, query):
 def test_trees_stored_in_the_catalog_skip_blocks(catalog_url):
     with Catalog(catalog_url) as catalog:
         catalog.register_table("t", "/w/t")
-        version, ids = catalog.begin_version("t", "", "pando", {"k": 2}, "run-1", 3)
+        version, ids = catalog.begin_version("t", "", "pando", {"k": 2}, "run-1", 4)
         catalog.set_cuts(version, [CutRecord(j, dumps(c), to_sql(c), "simple") for j, c in enumerate(CUTS)])
         catalog.set_trees(version, two_trees())
         catalog.set_blocks(version, [
             BlockRecord(ids[0], 10, 100, "/w/t/0", {}, **NO_CUT_BITS, leaves=((10,), (20,))),
             BlockRecord(ids[1], 10, 100, "/w/t/1", {}, **NO_CUT_BITS, leaves=((10, 11), (21,))),
             BlockRecord(ids[2], 10, 100, "/w/t/2", {}, **NO_CUT_BITS, leaves=((11, 10), (21, 20, 21))),
+            # its cells pair 10 with 21 and 11 with 20 only: no row is in both admitted leaves
+            BlockRecord(ids[3], 10, 100, "/w/t/3", {}, **NO_CUT_BITS, leaves=((10, 11), (20, 21)),
+                        cells=((11, 20), (10, 21), (11, 20))),
         ])
         catalog.activate(version)
         index = RoutingIndex.from_snapshot(catalog.snapshot())
     route = route_query("SELECT * FROM t WHERE x < 5 AND y < 5", index, SCHEMA)
     (ref,) = route.refs
     assert route.analyzed and ref.blocks == (ids[0], ids[2])
-    assert ref.blocks_total == 3 and ref.rows == 20
+    assert ref.blocks_total == 4 and ref.rows == 20
     (layout,) = index.layouts["t"]
     assert layout.leaves[1] == ((10, 11), (21,)) and len(layout.trees) == 6
+    assert layout.cells == ((), (), (), ((10, 21), (11, 20)))  # stored, read back sorted and distinct
     assert layout.tree_routes is layout.tree_routes  # built once per layout, not per query

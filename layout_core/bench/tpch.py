@@ -130,7 +130,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     from ..catalog import BlockRecord
     from ..pipeline.in_memory import lay_out_in_memory
     from ..pipeline.steps import tree_records
-    from ..spark.assign import BLOCK_INDEX, block_leaf_sets
+    from ..spark.assign import BLOCK_INDEX, block_cells, block_leaf_sets
     from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, write_block_folders
     from ..spark.induced import literal_keys
     from ..spark_session import local_session
@@ -175,6 +175,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX, BLOCK_COLUMN)
                 summaries = summarize_blocks(blocked, table, len(laid.cuts))
                 lineage = block_leaf_sets(blocked, laid.plan.routing_trees(), BLOCK_COLUMN)
+                cells = block_cells(blocked, laid.plan.routing_trees(), BLOCK_COLUMN)
                 for cut in laid.cuts:
                     if cut.kind == "join_induced" and cut.sql not in key_bytes:
                         key_bytes[cut.sql] = len(literal_keys(tables, cut.predicate).serialize())
@@ -197,7 +198,8 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                                         if hasattr(laid.plan.assignment, "sort_columns") else {}),
                                      **({"choices": dict(laid.plan.choices)} if laid.plan.choices else {})}
                 records = [BlockRecord(b.block_id, b.row_count, 0, "", b.stats, b.union_bits, b.all_bits,
-                                       leaves=lineage.get(b.block_id, ())) for b in summaries]
+                                       leaves=lineage.get(b.block_id, ()), cells=cells.get(b.block_id, ()))
+                           for b in summaries]
                 if dips:
                     ranged[kind][name] = LayoutIndex.from_blocks(name, records, [c.predicate for c in laid.cuts],
                                                                  trees=nodes)

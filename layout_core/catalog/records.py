@@ -79,6 +79,13 @@ class BlockRecord:
     without trees; an empty entry, or a missing one, means "not known", and
     the router then never skips the block by that tree. An int entry is read
     as a one-leaf set, so `leaves=(3,)` means leaf 3 of tree 0.
+
+    `cells`, for a layout of two or more trees (Pando), lists the distinct
+    k-tuples (one leaf id per tree) of the block's rows, taken from the rows
+    themselves: the router reads the block only when every tree admits all
+    leaves of one of them (tighter than intersecting the trees' block sets,
+    which may pair leaves of different rows). Empty means not known: the
+    trees are then intersected per tree only.
     """
 
     block_id: int
@@ -89,11 +96,16 @@ class BlockRecord:
     union_bits: int
     all_bits: int
     leaves: tuple[tuple[int, ...], ...] = ()
+    cells: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if self.union_bits < 0 or self.all_bits < 0:
             raise ValueError("bit vectors must be non-negative integers")
         object.__setattr__(self, "leaves", leaf_sets(self.leaves))
+        cells = tuple(sorted({tuple(int(leaf) for leaf in cell) for cell in self.cells}))
+        if len({len(cell) for cell in cells}) > 1:
+            raise ValueError("every cell of a block names one leaf per tree")
+        object.__setattr__(self, "cells", cells)
 
 
 def leaf_sets(leaves: Iterable[int | Iterable[int]]) -> tuple[tuple[int, ...], ...]:

@@ -119,6 +119,8 @@ blocks_t = sa.Table(
     # Per tree, the leaf ids holding the block's rows: [[3], [0, 2]]. Older rows hold one
     # leaf per tree, [3, 0]; NULL (a first-release row) means none.
     sa.Column("leaves_json", sa.Text),
+    # Pando layouts: the k-tuples of leaf ids of the block's rows, [[3, 0], [4, 2]]; NULL: not known.
+    sa.Column("cells_json", sa.Text),
 )
 
 tree_nodes_t = sa.Table(
@@ -201,6 +203,7 @@ ADDED_COLUMNS: tuple[sa.Column, ...] = (
     versions_t.c.failed_at,
     blocks_t.c.leaves_json,
     versions_t.c.base_version_id,
+    blocks_t.c.cells_json,
 )
 
 
@@ -384,6 +387,7 @@ def _block_record(row) -> BlockRecord:
         all_bits=int(row.all_bits, 16),
         # BlockRecord reads the int entries of older rows as one-leaf sets.
         leaves=json.loads(row.leaves_json) if row.leaves_json else (),
+        cells=json.loads(row.cells_json) if row.cells_json else (),
     )
 
 
@@ -398,6 +402,7 @@ def _block_row(version_id: int, block: BlockRecord) -> dict[str, Any]:
         "union_bits": format(_check_bits_type(block.union_bits), "x"),
         "all_bits": format(_check_bits_type(block.all_bits), "x"),
         "leaves_json": _dump([list(leaf_ids) for leaf_ids in block.leaves]),
+        "cells_json": _dump([list(cell) for cell in block.cells]) if block.cells else None,
     }
 
 

@@ -484,7 +484,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     """Cuts (with literal keys), the plan and its tree, per-block stats (range
     sets of at most `range_sets` ranges per column), cut bit vectors and
     lineage, then activate (retiring the old version)."""
-    from ..spark.assign import block_leaf_sets
+    from ..spark.assign import block_cells, block_leaf_sets
     from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_bit_vector
     from ..spark.induced import with_layout_cut_flags
 
@@ -506,17 +506,18 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         raise StepError("join-induced cuts need the schema of their dimension tables")
     frames = frames_of_versions(spark, catalog, schema, source_versions)
     frame = written_frame(spark, table, written)
-    summaries, lineage = [], {}
+    summaries, lineage, cells = [], {}, {}
     if frame is not None:
         flagged = with_bit_vector(with_layout_cut_flags(frame, predicates, frames), len(predicates)).cache()
         summaries = summarize_blocks(flagged, table, len(predicates), range_sets)
         lineage = block_leaf_sets(flagged, plan.routing_trees(), BLOCK_COLUMN)
+        cells = block_cells(flagged, plan.routing_trees(), BLOCK_COLUMN)
         flagged.unpersist()
     blocks = []
     for s in summaries:
         meta = written.blocks[str(s.block_id)]
         blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"], s.stats, s.union_bits,
-                                  s.all_bits, leaves=lineage.get(s.block_id, ())))
+                                  s.all_bits, leaves=lineage.get(s.block_id, ()), cells=cells.get(s.block_id, ())))
     records = cut_records(paths, features.cuts)
     try:
         catalog.set_cuts(version, records)

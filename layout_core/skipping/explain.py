@@ -107,6 +107,9 @@ def block_reasons(query_predicate, table_filter, layout: LayoutIndex) -> list[st
         for i in range(n):
             if reasons[i] is None and not tree.blocks[i] & leaves:
                 reasons[i] = f"tree {t}"
+    if admitted and layout.cell_index is not None:
+        for i in np.flatnonzero(~layout.cell_index.blocks_with_admitted_cell(admitted, layout.tree_routes)):
+            reasons[i] = reasons[i] or "the trees: no cell of the block is admitted by all of them"
     empty = layout.zone_maps.row_counts == 0
     for i in np.flatnonzero(empty):
         reasons[i] = reasons[i] or "no rows"

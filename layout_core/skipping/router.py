@@ -17,7 +17,11 @@ table's active layouts, a block is skipped only when one of these is proven:
    (Pando §5: the block sets of the trees are intersected). A block whose
    lineage for a tree is unknown is never skipped by that tree; when some
    tree is not sound, or routes on a cut the layout does not have, no tree
-   skips anything (the catalog's trees cannot be trusted).
+   skips anything (the catalog's trees cannot be trusted). With two or more
+   trees, a block whose cells are known (`BlockRecord.cells`: the k-tuples
+   of leaf ids of its rows) is also skipped when no cell has all k leaves
+   admitted: the trees' block sets may meet in a block only through leaves
+   of different rows.
 
 Each is a verdict of ROWS_CANNOT_MATCH for the block (`skipping.verdict`).
 Then, unless turned off (`dips=False`):
@@ -79,6 +83,8 @@ class LayoutIndex:
     # Per block, per tree: the leaf ids holding its rows (BlockRecord.leaves; () unknown).
     leaves: tuple[tuple[tuple[int, ...], ...], ...] = ()
     trees: tuple[TreeNodeRecord, ...] = ()  # the layout's tree nodes; () without trees
+    # Per block, the k-tuples of leaf ids of its rows (BlockRecord.cells; () unknown), k >= 2 trees.
+    cells: tuple[tuple[tuple[int, ...], ...], ...] = ()
     _key_ranges: dict = field(default_factory=dict, compare=False, repr=False)  # column -> KeyRanges
 
     @staticmethod
@@ -93,6 +99,7 @@ class LayoutIndex:
             tuple(b.union_bits for b in blocks), tuple(b.all_bits for b in blocks),
             tuple(column_stats(b.stats, b.row_count) for b in blocks),
             tuple(getattr(b, "leaves", ()) for b in blocks), tuple(trees),
+            tuple(getattr(b, "cells", ()) for b in blocks),
         )
 
     @cached_property
@@ -127,6 +134,12 @@ class LayoutIndex:
                         self.table, self.partition, self.version_id, e)
             return ()
 
+    @cached_property
+    def cell_index(self) -> CellIndex | None:
+        """The blocks' cells over the routing trees' leaf positions, built once;
+        None without two sound trees or without any known cell."""
+        return cell_index(self.tree_routes, self.cells, len(self.block_ids))
+
 
 class TreeRoute(NamedTuple):
     """One tree, flattened for routing.
@@ -140,6 +153,7 @@ class TreeRoute(NamedTuple):
     left: tuple[int, ...]
     right: tuple[int, ...]
     blocks: tuple[int, ...]
+    leaf_ids: tuple[int, ...] = ()  # the leaf id at each position
 
     def admitted(self, masks: CutMasks) -> int:
         """The leaves the query cannot skip, as a bit mask over the leaves: a leaf's
@@ -192,7 +206,7 @@ def _tree_route(nodes: list[TreeNodeRecord], lineage: list, n_cuts: int) -> Tree
     order = {leaf: i for i, leaf in enumerate(sorted(paths))}
     every = (1 << len(order)) - 1
     return TreeRoute(tuple(paths[leaf][0] for leaf in order), tuple(paths[leaf][1] for leaf in order),
-                     tuple(_leaf_mask(ids, order, every) for ids in lineage))
+                     tuple(_leaf_mask(ids, order, every) for ids in lineage), tuple(order))
 
 
 def _leaf_mask(leaf_ids, order: dict[int, int], every: int) -> int:
@@ -205,6 +219,58 @@ def _leaf_mask(leaf_ids, order: dict[int, int], every: int) -> int:
         return mask or every
     except (KeyError, TypeError):
         return every
+
+
+class CellIndex(NamedTuple):
+    """The known cells of a layout's blocks: cell c belongs to block `block[c]`
+    and sits at leaf position `positions[c, t]` of tree t; `known[b]`: block b's
+    cells are known (the others are never skipped by cells)."""
+
+    block: np.ndarray  # (C,) int64
+    positions: np.ndarray  # (C, k) int64
+    known: np.ndarray  # (n_blocks,) bool
+
+    def blocks_with_admitted_cell(self, admitted: Sequence[int], trees: Sequence[TreeRoute]) -> np.ndarray:
+        """(n_blocks,) bool: the block has a cell whose k leaves are all admitted,
+        or its cells are not known."""
+        ok = np.ones(self.block.shape[0], dtype=bool)
+        for t, (mask, tree) in enumerate(zip(admitted, trees)):
+            ok &= _mask_bits(mask, len(tree.left))[self.positions[:, t]]
+        out = ~self.known
+        out[self.block[ok]] = True
+        return out
+
+
+def cell_index(trees: Sequence[TreeRoute], cells: Sequence, n_blocks: int) -> CellIndex | None:
+    """`CellIndex` of `cells` (per block, k-tuples of leaf ids) over the routing
+    `trees`; a block with no cells, a cell of another length or a leaf id a
+    tree does not have is not known. None for fewer than two trees or no
+    known block."""
+    k = len(trees)
+    if k < 2:
+        return None
+    position = [{leaf: i for i, leaf in enumerate(tree.leaf_ids)} for tree in trees]
+    known = np.zeros(n_blocks, dtype=bool)
+    blocks: list[int] = []
+    positions: list[tuple[int, ...]] = []
+    for b, block_cells in enumerate(cells[:n_blocks]):
+        try:
+            mapped = [tuple(position[t][leaf] for t, leaf in enumerate(cell)) for cell in block_cells]
+        except (KeyError, IndexError, TypeError):  # a leaf id or a tree the layout does not have
+            continue
+        if mapped and all(len(cell) == k for cell in mapped):
+            known[b] = True
+            blocks += [b] * len(mapped)
+            positions += mapped
+    if not known.any():
+        return None
+    return CellIndex(np.array(blocks, dtype=np.int64), np.array(positions, dtype=np.int64).reshape(-1, k), known)
+
+
+def _mask_bits(mask: int, n: int) -> np.ndarray:
+    """(n,) bool: bit i of the non-negative int `mask`."""
+    raw = np.frombuffer(mask.to_bytes(max(1, (n + 7) // 8), "little"), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
 
 
 def relation_keys(p: Predicate) -> frozenset:
@@ -471,6 +537,8 @@ def layout_keep(query_predicate: Predicate, table_filter: Predicate, layout: Lay
         masks = cut_masks(query_predicate, layout.cuts, layout.cut_keys)
         might_match = might_match_blocks(table_filter, layout.zone_maps)
         admitted = admitted_leaves(masks, layout.tree_routes)
+        if admitted and layout.cell_index is not None:
+            might_match &= layout.cell_index.blocks_with_admitted_cell(admitted, layout.tree_routes)
         for i in map(int, might_match.nonzero()[0]):
             keep[i] = (cut_verdict(masks, layout.union_bits[i], layout.all_bits[i]) is Verdict.ROWS_MIGHT_MATCH
                        and tree_verdict(layout.tree_routes, admitted, i) is Verdict.ROWS_MIGHT_MATCH)

@@ -138,3 +138,14 @@ def block_leaf_sets(df: DataFrame, roots, block_column: str) -> dict[int, tuple[
     sets = [F.array_sort(F.collect_set(leaf_column(root))).alias(f"_leaves{t}") for t, root in enumerate(roots)]
     return {int(row[block_column]): tuple(tuple(int(x) for x in row[f"_leaves{t}"]) for t in range(len(roots)))
             for row in df.groupBy(block_column).agg(*sets).collect()}
+
+
+def block_cells(df: DataFrame, roots, block_column: str) -> dict[int, tuple[tuple[int, ...], ...]]:
+    """For two or more trees (Pando): per block, the distinct k-tuples of leaf ids
+    (one per tree) its rows reach, taken from the rows as `block_leaf_sets` does
+    (`BlockRecord.cells`); {} for fewer trees, where the leaf sets say as much."""
+    if len(roots) < 2:
+        return {}
+    cell = F.array(*[leaf_column(root) for root in roots])
+    return {int(row[block_column]): tuple(tuple(int(x) for x in c) for c in row["_cells"])
+            for row in df.groupBy(block_column).agg(F.collect_set(cell).alias("_cells")).collect()}
