@@ -612,7 +612,8 @@ def test_a_first_release_catalog_is_migrated_on_open(catalog_url):
         new, ids = cat.begin_version("orders", "", "qdtree", {}, "run-2", 2)
         assert ids == range(2, 4)  # the old block-id counter holds
         cat.set_trees(new, three_node_tree())
-        cat.set_blocks(new, [BlockRecord(ids[0], 5, 50, "/w/b2", {}, 1, 1, leaves=(0,))])
+        cat.set_blocks(new, [BlockRecord(ids[0], 5, 50, "/w/b2", {}, 1, 1, leaves=(0,)),
+                             BlockRecord(ids[1], 5, 50, "/w/b3", {}, 1, 1, leaves=((1,), (2,)), cells=((1, 2),))])
         cat.set_plan(new, {"kind": "tree"})
         cat.activate(new)
         cat.record_purge(old.version.version_id, "/warehouse/orders/block_id=1", 1000)
@@ -621,7 +622,9 @@ def test_a_first_release_catalog_is_migrated_on_open(catalog_url):
             three_node_tree(), key=lambda n: n.node_id))
 
     with Catalog(catalog_url) as again:  # a second open finds nothing left to add
-        assert again.active_layout("orders", "").blocks[0].leaves == ((0,),)
+        first, second = again.active_layout("orders", "").blocks
+        assert first.leaves == ((0,),) and first.cells == ()
+        assert second.cells == ((1, 2),)  # a column the first release did not have
         assert len(again.purges()) == 1
     engine = sa.create_engine(catalog_url)
     columns = {c["name"] for c in sa.inspect(engine).get_columns("layout_versions")}
