@@ -130,7 +130,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     from ..catalog import BlockRecord
     from ..pipeline.in_memory import lay_out_in_memory
     from ..pipeline.steps import tree_records
-    from ..spark.assign import BLOCK_INDEX, block_cells, block_leaf_sets
+    from ..spark.assign import BLOCK_INDEX, block_lineage
     from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, write_block_folders
     from ..spark.induced import literal_keys
     from ..spark_session import local_session
@@ -174,8 +174,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                                          layout_settings(kind, name, block_rows, extra), table_queries)
                 blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX, BLOCK_COLUMN)
                 summaries = summarize_blocks(blocked, table, len(laid.cuts))
-                lineage = block_leaf_sets(blocked, laid.plan.routing_trees(), BLOCK_COLUMN)
-                cells = block_cells(blocked, laid.plan.routing_trees(), BLOCK_COLUMN)
+                lineage, cells = block_lineage(blocked, laid.plan.routing_trees(), BLOCK_COLUMN)
                 for cut in laid.cuts:
                     if cut.kind == "join_induced" and cut.sql not in key_bytes:
                         key_bytes[cut.sql] = len(literal_keys(tables, cut.predicate).serialize())

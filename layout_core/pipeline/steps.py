@@ -484,7 +484,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     """Cuts (with literal keys), the plan and its tree, per-block stats (range
     sets of at most `range_sets` ranges per column), cut bit vectors and
     lineage, then activate (retiring the old version)."""
-    from ..spark.assign import block_cells, block_leaf_sets
+    from ..spark.assign import block_lineage
     from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_bit_vector
     from ..spark.induced import with_layout_cut_flags
 
@@ -510,8 +510,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     if frame is not None:
         flagged = with_bit_vector(with_layout_cut_flags(frame, predicates, frames), len(predicates)).cache()
         summaries = summarize_blocks(flagged, table, len(predicates), range_sets)
-        lineage = block_leaf_sets(flagged, plan.routing_trees(), BLOCK_COLUMN)
-        cells = block_cells(flagged, plan.routing_trees(), BLOCK_COLUMN)
+        lineage, cells = block_lineage(flagged, plan.routing_trees(), BLOCK_COLUMN)
         flagged.unpersist()
     blocks = []
     for s in summaries:

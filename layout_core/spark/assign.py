@@ -127,25 +127,25 @@ def group_ranges(df: DataFrame, groups: list[tuple[int, int, int]], sort_columns
               .drop("_group", "_first", "_n", "_rn", "_group_rows"))
 
 
-def block_leaf_sets(df: DataFrame, roots, block_column: str) -> dict[int, tuple[tuple[int, ...], ...]]:
-    """Lineage taken from the rows themselves: per block, per tree, the sorted
-    leaf ids its rows reach. `df` has the block column and the bit string
-    `_vec`. The router skips a block for a tree only when none of these leaves
-    is admitted, so it must see where every row really went (rows of k-tuples
-    the plan's sample never saw included)."""
+def block_lineage(df: DataFrame, roots, block_column: str) -> tuple[dict[int, tuple], dict[int, tuple]]:
+    """Lineage taken from the rows themselves, in one pass: per block, per tree,
+    the sorted leaf ids its rows reach (`BlockRecord.leaves`), and for two or
+    more trees the distinct k-tuples of those leaf ids (`BlockRecord.cells`;
+    {} for fewer trees, where the leaf sets say as much). `df` has the block
+    column and the bit string `_vec`. The router skips a block only when no
+    admitted leaf (or cell) holds its rows, so it must see where every row
+    really went (rows of k-tuples the plan's sample never saw included)."""
     if not roots:
-        return {}
-    sets = [F.array_sort(F.collect_set(leaf_column(root))).alias(f"_leaves{t}") for t, root in enumerate(roots)]
-    return {int(row[block_column]): tuple(tuple(int(x) for x in row[f"_leaves{t}"]) for t in range(len(roots)))
-            for row in df.groupBy(block_column).agg(*sets).collect()}
-
-
-def block_cells(df: DataFrame, roots, block_column: str) -> dict[int, tuple[tuple[int, ...], ...]]:
-    """For two or more trees (Pando): per block, the distinct k-tuples of leaf ids
-    (one per tree) its rows reach, taken from the rows as `block_leaf_sets` does
-    (`BlockRecord.cells`); {} for fewer trees, where the leaf sets say as much."""
-    if len(roots) < 2:
-        return {}
-    cell = F.array(*[leaf_column(root) for root in roots])
-    return {int(row[block_column]): tuple(tuple(int(x) for x in c) for c in row["_cells"])
-            for row in df.groupBy(block_column).agg(F.collect_set(cell).alias("_cells")).collect()}
+        return {}, {}
+    names = [f"_leaf{t}" for t in range(len(roots))]
+    leafed = df.select(block_column, *[leaf_column(root).alias(name) for root, name in zip(roots, names)])
+    aggregates = [F.array_sort(F.collect_set(name)).alias(f"_leaves{t}") for t, name in enumerate(names)]
+    if len(roots) >= 2:
+        aggregates.append(F.collect_set(F.array(*names)).alias("_cells"))
+    leaves, cells = {}, {}
+    for row in leafed.groupBy(block_column).agg(*aggregates).collect():
+        block = int(row[block_column])
+        leaves[block] = tuple(tuple(int(x) for x in row[f"_leaves{t}"]) for t in range(len(roots)))
+        if len(roots) >= 2:
+            cells[block] = tuple(tuple(int(x) for x in cell) for cell in row["_cells"])
+    return leaves, cells
