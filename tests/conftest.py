@@ -53,9 +53,11 @@ def tpch_sf001(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def tpch_views(spark, tpch_sf001):
-    """The 8 TPC-H tables registered as Spark temp views over the SF 0.01 Parquet files."""
+    """The 8 TPC-H tables registered as Spark temp views over the SF 0.01 Parquet files.
+    Registered again for every test: other tests in the shared session replace or drop
+    views of the same names (a layout's blocks, a change batch)."""
     for table in TPCH_TABLES:
         spark.read.parquet(str(tpch_sf001 / f"{table}.parquet")).createOrReplaceTempView(table)
     return TPCH_TABLES
