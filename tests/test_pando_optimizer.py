@@ -156,3 +156,50 @@ def test_unseen_k_tuples_fall_back_to_a_block_of_their_tree_0_leaf():
     # tree 0's leaf 0 ("1?") has cells (0,0) of 45 rows and (0,1) of 5: the larger one's first block
     assert rule.fallback_block == (0, 5)
     assert len(rule.routing_trees) == 2
+
+
+def test_the_plan_keeps_the_queries_each_leaf_is_admitted_by():
+    rule = _plan("pando", trees=2).assignment
+    # tree 0 (x < 50): leaf 0 is skipped by q1 (x > 60), leaf 1 by q0 (x < 40);
+    # tree 1 (y < 50): leaf 0 by q3 (y > 60), leaf 1 by q2 (y < 40). Bits q0..q3, packed.
+    assert rule.leaf_reads == (("b0", "70"), ("e0", "d0"))
+    assert rule.query_weights == (1.0, 1.0, 1.0, 1.0)
+    assert [a.tolist() for a in rule.admissions()[0].T] == [[True, False, True, True], [False, True, True, True]]
+
+
+def test_cells_the_sample_never_saw_go_where_they_add_the_fewest_rows_read():
+    from layout_core.optimize.pando import place_cells
+
+    # Blocks: b0 100 rows read by q0, b1 100 rows read by q1; weights q0 = 2, q1 = 1, q2 = 1.
+    planned = np.array([[True, False], [False, True], [False, False]])
+    weights = np.array([2.0, 1.0, 1.0])
+    # Adding r rows read by A to a block of R rows read by B costs R w(A - B) + r w(B - A):
+    #   u0, 10 rows read by q0:      b0 100*0 + 10*0 = 0;    b1 100*2 + 10*1 = 210  -> b0
+    #   u1, 10 rows read by nobody:  b0 10*2 = 20;           b1 10*1 = 10           -> b1
+    #   u2, 10 rows read by q0, q1:  b0 100*1 = 100;         b1 100*2 = 200         -> b0
+    #   u3, 10 rows read by q2:      b0 100*1 + 10*2 = 120;  b1 100*1 + 10*1 = 110 -> b1
+    new_reads = np.array([[True, False, True, False], [False, False, True, False], [False, False, False, True]])
+    got = place_cells(new_reads, np.array([10, 10, 10, 10]), planned, np.array([100, 100]), weights)
+    assert got.tolist() == [0, 1, 0, 1]
+    # nothing to place; a tie goes to the lower block
+    assert place_cells(np.zeros((3, 0), bool), np.zeros(0), planned, np.array([100, 100]), weights).tolist() == []
+    assert place_cells(np.zeros((3, 1), bool), np.array([5]), planned, np.array([100, 100]),
+                       np.ones(3)).tolist() == [0]
+
+
+def test_a_block_that_took_a_new_cell_draws_the_next_one_placed_after_it(monkeypatch):
+    from layout_core.optimize import pando
+
+    # b0: 10 rows read by q0 (weight 2); b1: 40 rows read by q1 (weight 1). Two new cells read
+    # by q2 (weight 1), of 20 and 60 rows. Against the planned blocks:
+    #   the 60: b0 10*1 + 60*2 = 130, b1 40*1 + 60*1 = 100 -> b1
+    #   the 20: b0 10*1 + 20*2 = 50,  b1 40*1 + 20*1 = 60  -> b0
+    # One at a time, largest first: after the 60, b1 holds 100 rows read by q1 and q2, and
+    #   the 20: b0 50, b1 100*0 + 20*1 = 20 -> b1.
+    planned = np.array([[True, False], [False, True], [False, False]])
+    new_reads = np.array([[False, False], [False, False], [True, True]])
+    weights = np.array([2.0, 1.0, 1.0])
+    args = (new_reads, np.array([20, 60]), planned, np.array([10, 40]), weights)
+    assert pando.place_cells(*args).tolist() == [0, 1]  # one chunk: both against the planned blocks
+    monkeypatch.setattr(pando, "_PLACE_CHUNK", 1)
+    assert pando.place_cells(*args).tolist() == [1, 1]

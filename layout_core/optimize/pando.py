@@ -51,6 +51,7 @@ __all__ = [
     "PandoBlocks",
     "Truncated",
     "admitted",
+    "admitted_tuples",
     "block_reads",
     "blocks_read",
     "bottom_up_blocks",
@@ -59,6 +60,7 @@ __all__ = [
     "grow_within_bound",
     "k_tuples",
     "leaf_block_sets",
+    "place_cells",
     "top_down",
     "truncate",
     "tuple_reads",
@@ -488,9 +490,15 @@ def admitted(trees: Sequence[Node], workload: Workload) -> tuple[np.ndarray, ...
 
 def tuple_reads(trees: Sequence[Node], workload: Workload, tuples: np.ndarray) -> np.ndarray:
     """(Q, T) bool: every tree admits the tuple's leaf for q."""
-    tuples = np.asarray(tuples, dtype=np.int64).reshape(-1, len(trees))
-    out = np.ones((workload.n_queries, tuples.shape[0]), dtype=bool)
-    for i, adm in enumerate(admitted(trees, workload)):
+    return admitted_tuples(admitted(trees, workload), tuples)
+
+
+def admitted_tuples(admissions: Sequence[np.ndarray], tuples: np.ndarray) -> np.ndarray:
+    """(Q, T) bool from the trees' (Q, leaves) admissions (`admitted`): every
+    tree admits the tuple's leaf for q."""
+    tuples = np.asarray(tuples, dtype=np.int64).reshape(-1, len(admissions))
+    out = np.ones((admissions[0].shape[0], tuples.shape[0]), dtype=bool)
+    for i, adm in enumerate(admissions):
         out &= adm[:, tuples[:, i]]
     return out
 
@@ -558,11 +566,24 @@ class PandoBlocks:
 
     def tuple_block_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """(tuple index, block) of every block each tuple has rows in."""
-        n = self.tuple_n_blocks
-        tuple_idx = np.repeat(np.arange(n.shape[0], dtype=np.int64), n)
-        starts = np.cumsum(n) - n
-        block = self.tuple_first_block[tuple_idx] + np.arange(tuple_idx.shape[0]) - starts[tuple_idx]
-        return tuple_idx, block.astype(np.int64)
+        return cell_block_pairs(self.tuple_first_block, self.tuple_n_blocks)
+
+
+def cell_block_pairs(first_block, n_blocks) -> tuple[np.ndarray, np.ndarray]:
+    """(cell index, block) of every block each cell has rows in: cell c holds
+    blocks first_block[c] .. first_block[c] + n_blocks[c] - 1."""
+    first, n = np.asarray(first_block, dtype=np.int64), np.asarray(n_blocks, dtype=np.int64)
+    cell = np.repeat(np.arange(n.shape[0], dtype=np.int64), n)
+    starts = np.cumsum(n) - n
+    return cell, (first[cell] + np.arange(cell.shape[0]) - starts[cell]).astype(np.int64)
+
+
+def reads_per_block(cell_reads: np.ndarray, cell: np.ndarray, block: np.ndarray, n_blocks: int) -> np.ndarray:
+    """(Q, T) cell reads -> (Q, n_blocks) bool: some cell with rows in the block
+    is read (`cell`, `block`: `cell_block_pairs`)."""
+    hits = np.zeros((n_blocks, cell_reads.shape[0]), dtype=np.int64)
+    np.add.at(hits, block, cell_reads[:, cell].T)
+    return hits.T > 0
 
 
 @dataclass
@@ -885,19 +906,11 @@ def block_reads(
         raise ValueError(f"{len(trees)} trees for {blocks.k}-tuples")
     tuples = _mapped_tuples(blocks, leaf_maps)
     tuple_idx, block = blocks.tuple_block_pairs()
-    q = workload.n_queries
-
-    def any_per_block(cell_reads: np.ndarray) -> np.ndarray:
-        """(Q, T) -> (Q, n_blocks): some cell with rows in the block."""
-        hits = np.zeros((blocks.n_blocks, q), dtype=np.int64)
-        np.add.at(hits, block, cell_reads[:, tuple_idx].T)
-        return hits.T > 0
-
     if not per_tree:
-        return any_per_block(tuple_reads(trees, workload, tuples))
-    out = np.ones((q, blocks.n_blocks), dtype=bool)
+        return reads_per_block(tuple_reads(trees, workload, tuples), tuple_idx, block, blocks.n_blocks)
+    out = np.ones((workload.n_queries, blocks.n_blocks), dtype=bool)
     for i, adm in enumerate(admitted(trees, workload)):
-        out &= any_per_block(adm[:, tuples[:, i]])
+        out &= reads_per_block(adm[:, tuples[:, i]], tuple_idx, block, blocks.n_blocks)
     return out
 
 
@@ -954,4 +967,55 @@ def fallback_blocks(blocks: PandoBlocks, n_leaves: int) -> np.ndarray:
     out = np.full(n_leaves, blocks.tuple_first_block[largest_first[0]], dtype=np.int64)
     for cell in largest_first[::-1]:  # the largest cell is written last and wins
         out[blocks.tuples[cell, 0]] = blocks.tuple_first_block[cell]
+    return out
+
+
+_PLACE_CHUNK = 256  # unseen cells placed between two updates of the blocks' reads and sizes
+
+
+def place_cells(
+    new_reads: np.ndarray,
+    new_rows: np.ndarray,
+    planned_reads: np.ndarray,
+    block_rows: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    """(U,) int64: the block for each of U cells the plan never saw (k-tuples of
+    rows outside the sample), by §6.2's merge cost. Adding a cell of r rows
+    read by queries A to a block of R rows read by queries B adds
+
+        R w(A - B) + r w(B - A)
+
+    rows read (the queries that newly scan the block, and those that now also
+    scan the cell's rows). Cells are placed largest first, `_PLACE_CHUNK` at a
+    time, each chunk seeing the blocks as the chunks before left them; ties go
+    to the lowest block.
+
+    new_reads: (Q, U) bool, the queries each new cell is admitted by (every tree).
+    new_rows: (U,) rows of each new cell. planned_reads: (Q, n_blocks) bool and
+    block_rows: (n_blocks,) the blocks as planned. weights: (Q,) query weights.
+    """
+    new_reads = np.asarray(new_reads, dtype=bool)
+    new_rows = np.asarray(new_rows, dtype=np.float64)
+    reads = np.array(planned_reads, dtype=bool).T.copy()  # (n_blocks, Q), updated as cells land
+    rows = np.array(block_rows, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    n_new = new_rows.shape[0]
+    out = np.zeros(n_new, dtype=np.int64)
+    if n_new == 0:
+        return out
+    if rows.shape[0] == 0:
+        raise ValueError("no block to place cells in")
+    order = np.lexsort((np.arange(n_new), -new_rows))  # largest first, ties by index
+    for start in range(0, n_new, _PLACE_CHUNK):
+        chunk = order[start:start + _PLACE_CHUNK]
+        a = new_reads[:, chunk].T.astype(np.float64)  # (c, Q)
+        both = (a * w) @ reads.T.astype(np.float64)  # (c, n_blocks): w(A & B)
+        only_new = (a @ w)[:, None] - both  # w(A - B)
+        only_block = (reads.astype(np.float64) @ w)[None, :] - both  # w(B - A)
+        cost = rows[None, :] * only_new + new_rows[chunk, None] * only_block
+        chosen = np.argmin(np.round(cost, 6), axis=1)  # rounded: ties are exact, not float noise
+        out[chunk] = chosen
+        np.add.at(rows, chosen, new_rows[chunk])
+        np.logical_or.at(reads, chosen, new_reads[:, chunk].T)
     return out

@@ -84,7 +84,7 @@ class Pando(TreeOptimizer):
         log.info("pando %s: k = %d, threshold %d sampled rows, %d k-tuples, %d blocks, estimated share of "
                  "rows read %.4f", inputs.table.name, k, grown.threshold, grown.n_tuples, blocks.n_blocks, share)
         rule = tuple_blocks(layout, sort_columns(inputs.table, inputs.workload, settings["sort_column"],
-                                                 settings["leaf_order"]))
+                                                 settings["leaf_order"]), workload)
         return new_plan(self, inputs, settings, rule, (blocks.block_rows * sample.scale).tolist(), choices)
 
 
@@ -97,16 +97,36 @@ def grow_layout(vc, workload, k: int, block_rows: int, max_tuples: int):
     return grown, blocks, truncate(grown.trees, blocks)
 
 
-def tuple_blocks(layout, order: tuple[str, ...]) -> TupleBlocks:
-    from ..optimize.pando import fallback_blocks
+def tuple_blocks(layout, order: tuple[str, ...], workload) -> TupleBlocks:
+    from ..optimize.pando import admitted, fallback_blocks
     from ..optimize.qdtree import leaves, tree_to_json
 
     grown, blocks, truncated = layout
     n_leaves_0 = sum(1 for _ in leaves(grown.trees[0]))
+    leaf_reads = tuple(tuple(np.packbits(adm[:, leaf]).tobytes().hex() for leaf in range(adm.shape[1]))
+                       for adm in admitted(grown.trees, workload))
     return TupleBlocks(tuple(as_tuples(tree_to_json(r)) for r in grown.trees), as_tuples(blocks.tuples.tolist()),
                        tuple(blocks.tuple_first_block.tolist()), tuple(blocks.tuple_n_blocks.tolist()),
                        tuple(fallback_blocks(blocks, n_leaves_0).tolist()), order,
-                       tuple(as_tuples(tree_to_json(r)) for r in truncated.trees))
+                       tuple(as_tuples(tree_to_json(r)) for r in truncated.trees), leaf_reads,
+                       tuple(float(x) for x in workload.weights))
+
+
+def place_unseen_cells(rule: TupleBlocks, expected_block_rows, tuples, rows) -> np.ndarray:
+    """(U,) int64: the block of each k-tuple the plan holds no cell for (rows of
+    the table outside the plan's sample), with `rows` rows each in the data:
+    the block whose queries it adds the fewest rows read to
+    (`optimize.pando.place_cells`), or the fallback block of its tree-0 leaf
+    for a plan without the leaves' queries."""
+    from ..optimize.pando import admitted_tuples, cell_block_pairs, place_cells, reads_per_block
+
+    tuples = np.asarray(tuples, dtype=np.int64).reshape(-1, rule.k)
+    if not rule.leaf_reads:
+        return np.asarray(rule.fallback_block, dtype=np.int64)[tuples[:, 0]]
+    admissions = rule.admissions()
+    cell, block = cell_block_pairs(rule.cell_first_block, rule.cell_n_blocks)
+    planned = reads_per_block(admitted_tuples(admissions, rule.cells), cell, block, len(expected_block_rows))
+    return place_cells(admitted_tuples(admissions, tuples), rows, planned, expected_block_rows, rule.query_weights)
 
 
 def rows_read_share(vc, workload, trees, blocks) -> float:

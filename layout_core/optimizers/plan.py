@@ -114,9 +114,13 @@ class TupleBlocks:
     k-tuple `cells[c]`; its rows go to blocks cell_first_block[c] ..
     cell_first_block[c] + cell_n_blocks[c] - 1, ranges of `sort_columns`
     (several small cells share one block). A row whose k-tuple is no cell (the
-    plan saw a sample) goes to fallback_block[its leaf of tree 0].
-    `routing_trees` are the truncated trees (§6.2) the catalog keeps for the
-    router; the untruncated ones and the cell map are what inserts need (§6.4)."""
+    plan saw a sample) goes to the block `place_unseen_cells` picks by the
+    merge cost, from `leaf_reads` (per tree, per leaf: the training queries
+    the leaf is admitted by, hex of their packed bits) and `query_weights`;
+    without them (plans of earlier versions), to fallback_block[its leaf of
+    tree 0]. `routing_trees` are the truncated trees (§6.2) the catalog keeps
+    for the router; the untruncated ones and the cell map are what inserts
+    need (§6.4)."""
 
     trees: tuple
     cells: tuple[tuple[int, ...], ...]
@@ -125,6 +129,8 @@ class TupleBlocks:
     fallback_block: tuple[int, ...]
     sort_columns: tuple[str, ...]
     routing_trees: tuple
+    leaf_reads: tuple[tuple[str, ...], ...] = ()
+    query_weights: tuple[float, ...] = ()
 
     @property
     def k(self) -> int:
@@ -139,6 +145,12 @@ class TupleBlocks:
         from ..optimize.qdtree import tree_from_json
 
         return tuple(tree_from_json(as_lists(t)) for t in self.routing_trees)
+
+    def admissions(self) -> tuple[np.ndarray, ...]:
+        """Per tree, (Q, leaves) bool: `leaf_reads` unpacked (`optimize.pando.admitted`)."""
+        q = len(self.query_weights)
+        return tuple(np.stack([np.unpackbits(np.frombuffer(bytes.fromhex(h), np.uint8), count=q).astype(bool)
+                               for h in tree], axis=1) for tree in self.leaf_reads)
 
 
 @dataclass(frozen=True)

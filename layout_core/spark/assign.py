@@ -8,6 +8,8 @@ another code path puts every row in the same block.
 
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -16,6 +18,8 @@ from ..optimizers.plan import (ClusterBlocks, CurveBlocks, LayoutPlan, PieceBloc
 from .blocks import VECTOR_COLUMN, with_pieces
 
 BLOCK_INDEX = "_block"
+
+log = logging.getLogger("layout.assign")
 
 
 def tie_order(columns) -> list[Column]:
@@ -54,7 +58,7 @@ def with_plan_blocks(df: DataFrame, plan: LayoutPlan) -> DataFrame:
     if isinstance(rule, TreeBlocks):
         return _tree_blocks(df, rule, order)
     if isinstance(rule, TupleBlocks):
-        return _tuple_blocks(df, rule, order)
+        return _tuple_blocks(df, rule, plan.expected_block_rows, order)
     if isinstance(rule, PieceBlocks):
         return with_pieces(df, list(rule.pieces), f"{VECTOR_COLUMN} string", order)
     raise TypeError(f"no Spark rule for {type(rule).__name__}")
@@ -92,22 +96,36 @@ def _tree_blocks(df: DataFrame, rule: TreeBlocks, order: list[Column]) -> DataFr
     return group_ranges(df.withColumn("_group", leaf_column(rule.root())), groups, rule.sort_columns, order)
 
 
-def _tuple_blocks(df: DataFrame, rule: TupleBlocks, order: list[Column]) -> DataFrame:
+def _tuple_blocks(df: DataFrame, rule: TupleBlocks, block_rows, order: list[Column]) -> DataFrame:
     """Every row's leaf in each of the k trees is its cell; cell c is cut into
-    cell_n_blocks[c] ranges of the sort columns. A row of a k-tuple that is no
-    cell (unseen in the plan's sample) is grouped by its tree-0 leaf and goes
-    to that leaf's fallback block."""
+    cell_n_blocks[c] ranges of the sort columns. The k-tuples of the data that
+    are no cell (the plan saw a sample) are counted first (one aggregation over
+    the leaf columns) and each goes whole to the block `place_unseen_cells`
+    picks for it."""
+    from ..optimizers.pando import place_unseen_cells
+
     spark = df.sparkSession
     leaf_names = [f"_leaf{t}" for t in range(rule.k)]
-    cells = spark.createDataFrame([(c, *cell) for c, cell in enumerate(rule.cells)],
-                                  ", ".join(["_cell int"] + [f"{n} int" for n in leaf_names]))
-    n_cells = len(rule.cells)
+    leafed = df.withColumns({name: leaf_column(root) for name, root in zip(leaf_names, rule.roots())})
+    known = set(rule.cells)
+    counted = [(tuple(int(r[n]) for n in leaf_names), int(r["count"]))
+               for r in leafed.groupBy(*leaf_names).count().collect()]
+    unseen = sorted((cell, n) for cell, n in counted if cell not in known)
+    placed = place_unseen_cells(rule, block_rows, [c for c, _ in unseen], [n for _, n in unseen]).tolist()
+    if unseen:
+        log.info("pando: %d rows in %d k-tuples the plan's sample did not hold (%d cells) placed by the "
+                 "merge cost", sum(n for _, n in unseen), len(unseen), len(rule.cells))
+    cells = list(rule.cells) + [c for c, _ in unseen]
+    table = spark.createDataFrame([(c, *cell) for c, cell in enumerate(cells)],
+                                  ", ".join(["_group int"] + [f"{n} int" for n in leaf_names]))
     groups = [(c, first, n) for c, (first, n) in enumerate(zip(rule.cell_first_block, rule.cell_n_blocks))]
-    groups += [(n_cells + leaf, block, 1) for leaf, block in enumerate(rule.fallback_block)]
-    with_cells = (df.withColumns({name: leaf_column(root) for name, root in zip(leaf_names, rule.roots())})
-                    .join(F.broadcast(cells), on=leaf_names, how="left")
-                    .withColumn("_group", F.coalesce(F.col("_cell"), F.lit(n_cells) + F.col("_leaf0")))
-                    .drop("_cell", *leaf_names))
+    groups += [(len(rule.cells) + u, block, 1) for u, block in enumerate(placed)]
+    # Every k-tuple of the data was counted above; the tree-0 fallback only keeps a
+    # row that could still miss (data changed under the frame) from being dropped.
+    groups += [(len(cells) + leaf, block, 1) for leaf, block in enumerate(rule.fallback_block)]
+    with_cells = (leafed.join(F.broadcast(table), on=leaf_names, how="left")
+                        .withColumn("_group", F.coalesce(F.col("_group"), F.lit(len(cells)) + F.col("_leaf0")))
+                        .drop(*leaf_names))
     return group_ranges(with_cells, groups, rule.sort_columns, order)
 
 
