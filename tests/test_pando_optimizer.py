@@ -203,3 +203,20 @@ def test_a_block_that_took_a_new_cell_draws_the_next_one_placed_after_it(monkeyp
     assert pando.place_cells(*args).tolist() == [0, 1]  # one chunk: both against the planned blocks
     monkeypatch.setattr(pando, "_PLACE_CHUNK", 1)
     assert pando.place_cells(*args).tolist() == [1, 1]
+
+
+def test_a_new_k_tuple_of_the_fig_2_plan_joins_the_block_of_the_outliers():
+    from dataclasses import replace
+
+    from layout_core.optimizers.pando import place_unseen_cells
+
+    plan = _plan("pando", trees=2)
+    # Blocks (see above): 0-3 cell (0,0), read by q0 q2 (12, 11, 11, 11 rows); 4 cells (0,1) and
+    # (1,0), read by all four (10 rows); 5-8 cell (1,1), read by q1 q3 (12, 11, 11, 11 rows).
+    # 5 more rows of (1,0), read by q1 q2, cost R w(A - B) + r w(B - A):
+    #   block 0: 12*1 + 5*1 = 17, blocks 1-3: 16; block 4: 10*0 + 5*2 = 10; block 5: 17, 6-8: 16.
+    got = place_unseen_cells(plan.assignment, plan.expected_block_rows, [(1, 0)], [5])
+    assert got.tolist() == [4]
+    # a plan written before the leaves' queries were kept: the fallback block of the tree-0 leaf
+    old = replace(plan.assignment, leaf_reads=(), query_weights=())
+    assert place_unseen_cells(old, plan.expected_block_rows, [(1, 0), (0, 1)], [5, 5]).tolist() == [5, 0]
