@@ -96,7 +96,7 @@ def _tree_blocks(df: DataFrame, rule: TreeBlocks, order: list[Column]) -> DataFr
     return group_ranges(df.withColumn("_group", leaf_column(rule.root())), groups, rule.sort_columns, order)
 
 
-def _tuple_blocks(df: DataFrame, rule: TupleBlocks, block_rows, order: list[Column]) -> DataFrame:
+def _tuple_blocks(df: DataFrame, rule: TupleBlocks, expected_block_rows, order: list[Column]) -> DataFrame:
     """Every row's leaf in each of the k trees is its cell; cell c is cut into
     cell_n_blocks[c] ranges of the sort columns. The k-tuples of the data that
     are no cell (the plan saw a sample) are counted first (one aggregation over
@@ -111,7 +111,7 @@ def _tuple_blocks(df: DataFrame, rule: TupleBlocks, block_rows, order: list[Colu
     counted = [(tuple(int(r[n]) for n in leaf_names), int(r["count"]))
                for r in leafed.groupBy(*leaf_names).count().collect()]
     unseen = sorted((cell, n) for cell, n in counted if cell not in known)
-    placed = place_unseen_cells(rule, block_rows, [c for c, _ in unseen], [n for _, n in unseen]).tolist()
+    placed = place_unseen_cells(rule, expected_block_rows, [c for c, _ in unseen], [n for _, n in unseen]).tolist()
     if unseen:
         log.info("pando: %d rows in %d k-tuples the plan's sample did not hold (%d cells) placed by the "
                  "merge cost", sum(n for _, n in unseen), len(unseen), len(rule.cells))
