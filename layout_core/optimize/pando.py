@@ -925,11 +925,9 @@ def blocks_read(
     return block_reads(trees, workload, blocks, leaf_maps, per_tree).astype(np.int64) @ blocks.block_rows
 
 
-def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[Node], blocks: PandoBlocks,
-                        per_tree: bool = False) -> np.ndarray:
+def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[Node], blocks: PandoBlocks) -> np.ndarray:
     """(Q,) int64: the rows each query reads through the catalog's router: the
-    blocks with a cell every tree admits (`block_reads`; with `per_tree`, the
-    blocks every tree's admitted leaves point to) that the per-block
+    blocks with a cell every tree admits (`block_reads`) that the per-block
     cut bits do not rule out (a query implies a cut no row of the block
     satisfies, or is disjoint with one every row satisfies). The rows of a
     cell cut into several blocks are counted as if each block held all its
@@ -951,7 +949,7 @@ def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[No
     np.logical_and.at(block_all, block, cell_all[tuple_idx])
     imp, dis = workload.implies.astype(np.int64), workload.disjoint.astype(np.int64)
     cut_skip = (imp @ (~block_any).T.astype(np.int64) > 0) | (dis @ block_all.T.astype(np.int64) > 0)
-    reads = block_reads(trees, workload, blocks, per_tree=per_tree) & ~cut_skip
+    reads = block_reads(trees, workload, blocks) & ~cut_skip
     return reads.astype(np.int64) @ blocks.block_rows
 
 
