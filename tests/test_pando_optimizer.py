@@ -114,15 +114,61 @@ def test_one_tree_is_mtos_plan():
 
 
 def test_trees_auto_keeps_the_smallest_k_within_two_percent_of_the_best():
-    # Estimated share of rows read (4 queries x 100 rows): k = 1 (mto) 300 / 400;
-    # k = 2 220 / 400; k = 3 and 4 grow the same two useful trees plus
-    # single-leaf ones, so they read what k = 2 reads.
+    # Each k is fitted to one half of the queries and measured on the other:
+    # {q0 x < 40, q2 y < 40} and {q1 x > 60, q3 y > 60} (alternate distinct
+    # rows). Fitted to q0 and q2: k = 1 (mto) cuts x < 50, two leaves of 50
+    # rows; q1 reads the 50 rows with x >= 50, q3 all 100 (no tree or cut
+    # bit rules out y): 150 / 200. k = 2 cuts x < 50 in one tree and y < 50
+    # in the other, the two 5-row outlier cells share one block: q1 and q3
+    # each read a 45-row cell and that block, 110 / 200. k = 3 and 4 add
+    # single-leaf trees. The other way round is the mirror image.
     plan = _plan("pando", trees="auto")
     assert plan.choices["trees_evaluated"] == [[1, 0.75], [2, 0.55], [3, 0.55], [4, 0.55]]
+    assert plan.choices["trees_evaluated_on"] == "held-out queries"
     assert plan.choices["trees"] == 2 and plan.assignment.k == 2
     again = LayoutPlan.from_json(plan.to_json())  # the figures are kept with the plan (and in the catalog)
     assert again.choices["trees_evaluated"] == [[1, 0.75], [2, 0.55], [3, 0.55], [4, 0.55]]
     assert again.assignment == plan.assignment
+
+
+def test_trees_auto_keeps_one_tree_when_more_trees_fit_only_the_training_literals():
+    # q0 x < 40 and q1 y < 40. Measured on themselves, k = 2 (the Fig. 2 plan,
+    # 55 + 55 rows) beats mto (q0 50, q1 100 rows). Fitted to q0 alone, every
+    # k cuts only x < 50, and q1 reads all 100 rows (and the mirror image):
+    # no k generalizes better than one tree, so auto keeps mto's plan.
+    workload = PlanWorkload(implies=((True, False), (False, True)), disjoint=((False, False), (False, False)),
+                            range_columns=("x",))
+    plan = plan_layout("pando", T, XY, CUTS, workload, {"block_rows": 10, "sample_rows": 0, "trees": "auto"})
+    assert plan.choices["trees_evaluated"] == [[1, 1.0], [2, 1.0], [3, 1.0], [4, 1.0]]
+    assert plan.choices["trees"] == 1 and isinstance(plan.assignment, TreeBlocks)
+    assert plan.assignment == plan_layout("mto", T, XY, CUTS, workload,
+                                          {"block_rows": 10, "sample_rows": 0}).assignment
+
+
+def test_trees_auto_measures_on_the_training_queries_when_they_cannot_be_split():
+    # One query, q0 x < 40: every k cuts x < 50 and q0 reads 50 of 100 rows.
+    workload = PlanWorkload(implies=((True, False),), disjoint=((False, False),), range_columns=("x",))
+    plan = plan_layout("pando", T, XY, CUTS, workload, {"block_rows": 10, "sample_rows": 0, "trees": "auto"})
+    assert plan.choices["trees_evaluated_on"] == "training queries"
+    assert plan.choices["trees_evaluated"] == [[1, 0.5], [2, 0.5], [3, 0.5], [4, 0.5]]
+    assert plan.choices["trees"] == 1
+
+
+def test_held_out_halves_keep_identical_references_together():
+    from layout_core.optimize.qdtree import Workload
+    from layout_core.optimizers.pando import held_out_halves
+
+    # references: a, b, a (the same predicate again), c, b -> halves {a, a, c} and {b, b}
+    a, b, c = (True, False), (False, True), (False, False)
+    implies = np.array([a, b, a, c, b])
+    disjoint = np.array([(False, False)] * 4 + [(False, False)])
+    disjoint[3] = (True, False)  # c: disjoint with cut 0
+    first, second = held_out_halves(Workload(implies, disjoint, np.array([1.0, 2.0, 3.0, 4.0, 5.0])))
+    assert first.implies.tolist() == [list(a), list(a), list(c)] and first.weights.tolist() == [1.0, 3.0, 4.0]
+    assert first.disjoint.tolist() == [[False, False], [False, False], [True, False]]
+    assert second.implies.tolist() == [list(b), list(b)] and second.weights.tolist() == [2.0, 5.0]
+    # one distinct reference cannot be split: trees=auto measures on the training queries
+    assert held_out_halves(Workload(np.array([a, a]), np.zeros((2, 2), dtype=bool))) is None
 
 
 def test_a_workload_without_usable_predicates_is_one_leaf_in_sort_order(caplog):
