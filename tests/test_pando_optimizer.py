@@ -169,6 +169,8 @@ def test_held_out_halves_keep_identical_references_together():
     assert second.implies.tolist() == [list(b), list(b)] and second.weights.tolist() == [2.0, 5.0]
     # one distinct reference cannot be split: trees=auto measures on the training queries
     assert held_out_halves(Workload(np.array([a, a]), np.zeros((2, 2), dtype=bool))) is None
+    # nor can a half whose queries never run (weight 0)
+    assert held_out_halves(Workload(np.array([a, b]), np.zeros((2, 2), dtype=bool), np.array([1.0, 0.0]))) is None
 
 
 def test_a_workload_without_usable_predicates_is_one_leaf_in_sort_order(caplog):

@@ -161,7 +161,8 @@ def mto_as_cells(vc, workload, block_rows: int):
 
 def held_out_halves(workload):
     """The training references split in two `Workload`s to fit on one and
-    measure on the other, or None with fewer than two distinct references.
+    measure on the other, or None with fewer than two distinct references
+    (or a half whose queries all weigh 0).
 
     Distinct (implies, disjoint) rows, in the order they first appear, go
     alternately to the halves; identical rows (two references of one query
@@ -176,8 +177,9 @@ def held_out_halves(workload):
     half_of_group = np.empty(first.size, dtype=np.int64)
     half_of_group[np.argsort(first)] = np.arange(first.size) % 2  # by first appearance
     half = half_of_group[group.reshape(-1)]
-    return tuple(Workload(workload.implies[half == h], workload.disjoint[half == h], workload.weights[half == h])
-                 for h in (0, 1))
+    halves = tuple(Workload(workload.implies[half == h], workload.disjoint[half == h], workload.weights[half == h])
+                   for h in (0, 1))
+    return None if any(h.weights.sum() == 0 for h in halves) else halves
 
 
 def choose_k(vc, workload, block_rows: int, max_tuples: int) -> tuple[int, list[list], str, tuple | None]:
@@ -186,7 +188,7 @@ def choose_k(vc, workload, block_rows: int, max_tuples: int) -> tuple[int, list[
     to one half of the training references (`held_out_halves`) is measured
     by the estimated share of rows the other half reads, both ways round,
     and the smallest k within AUTO_TOLERANCE of the best mean is kept.
-    Measured on the queries it was fitted to, a larger k always looks
+    Measured on the queries it was fitted to, a larger k usually looks
     better: more trees fit the training literals more closely, while new
     literals of the same templates may read more (B1, README "Pando in
     B1"). Without two distinct references the training queries measure.
@@ -195,18 +197,21 @@ def choose_k(vc, workload, block_rows: int, max_tuples: int) -> tuple[int, list[
     chosen k's `grow_layout` on the whole workload (None for k = 1: mto's plan)."""
     halves = held_out_halves(workload)
     folds = [(workload, workload)] if halves is None else [halves, halves[::-1]]
-    figures = []
+    figures, grown_on_all = [], {}
     for k in AUTO_TREES:
         shares = []
         for fit_on, measure_on in folds:
             if k == 1:
                 trees, blocks = mto_as_cells(vc, fit_on, block_rows)
             else:
-                grown, blocks, _ = grow_layout(vc, fit_on, k, block_rows, max_tuples)
-                trees = grown.trees
+                layout = grow_layout(vc, fit_on, k, block_rows, max_tuples)
+                if fit_on is workload:  # no halves: this is the layout to keep
+                    grown_on_all[k] = layout
+                trees, blocks = layout[0].trees, layout[1]
             shares.append(rows_read_share(vc, measure_on, trees, blocks))
         figures.append([k, round(float(np.mean(shares)), 6)])
     best = min(share for _, share in figures)
     chosen = next(k for k, share in figures if share <= best * (1 + AUTO_TOLERANCE))
-    layout = None if chosen == 1 else grow_layout(vc, workload, chosen, block_rows, max_tuples)
+    layout = None if chosen == 1 else (grown_on_all.get(chosen)
+                                       or grow_layout(vc, workload, chosen, block_rows, max_tuples))
     return chosen, figures, "training queries" if halves is None else "held-out queries", layout
