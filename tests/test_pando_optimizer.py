@@ -161,8 +161,8 @@ def test_held_out_halves_keep_identical_references_together():
     # references: a, b, a (the same predicate again), c, b -> halves {a, a, c} and {b, b}
     a, b, c = (True, False), (False, True), (False, False)
     implies = np.array([a, b, a, c, b])
-    disjoint = np.array([(False, False)] * 4 + [(False, False)])
-    disjoint[3] = (True, False)  # c: disjoint with cut 0
+    disjoint = np.zeros((5, 2), dtype=bool)
+    disjoint[3, 0] = True  # c: disjoint with cut 0
     first, second = held_out_halves(Workload(implies, disjoint, np.array([1.0, 2.0, 3.0, 4.0, 5.0])))
     assert first.implies.tolist() == [list(a), list(a), list(c)] and first.weights.tolist() == [1.0, 3.0, 4.0]
     assert first.disjoint.tolist() == [[False, False], [False, False], [True, False]]
