@@ -54,10 +54,10 @@ bench: install
 # A real Airflow on 127.0.0.1 (api-server, scheduler, DAG processor, triggerer; metadata in
 # the PostgreSQL database layout_airflow on 127.0.0.1:5432), left running in the background.
 airflow: install
-	$(PY) -m layout_core.airflow_deployment start
+	$(PY) -m layout_core.airflow.deployment start
 
 airflow-stop: install
-	$(PY) -m layout_core.airflow_deployment stop
+	$(PY) -m layout_core.airflow.deployment stop
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -46,7 +46,7 @@ with DAG(
     default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
     tags=["layout"],
     # JSON-schema constraints refuse the obvious cases in the trigger form; the job checks
-    # everything again (layout_core.params) before any work. As in layout_nightly.py.
+    # everything again (layout_core.base.params) before any work. As in layout_nightly.py.
     params={
         "table": Param("customer", type="string", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
                        description="the laid-out table the batch changes"),
@@ -62,8 +62,8 @@ with DAG(
     @task
     def report(params: dict | None = None, dag=None, run_id=None) -> dict:
         """The batch's numbers (from the steps' metrics), for the UI."""
-        from layout_core.config import load_settings
-        from layout_core.pipeline.steps import RunPaths, read_metrics
+        from layout_core.base.config import load_settings
+        from layout_core.flows.nightly.steps import RunPaths, read_metrics
 
         params = params or {}
         paths = RunPaths(Path(load_settings().warehouse), params["table"], params.get("partition", ""),

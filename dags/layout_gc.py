@@ -2,7 +2,7 @@
 
 Deletes the block folders of layout versions retired (or failed) longer ago
 than `older_than`, and the staging folders of DAG runs that can no longer
-resume; see layout_core/gc.py for what is never deleted. The whole report
+resume; see layout_core/flows/gc.py for what is never deleted. The whole report
 goes to <warehouse>/_gc/<dag_id>__<run_id>/report.json (the "Layout run" tab of
 the Airflow plugin shows it). The catalog URL and warehouse come from the
 environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE); LAYOUT_GC_SCHEDULE sets the
@@ -49,8 +49,8 @@ with DAG(
         """Run the gc and write its whole report (a dry run's too) to
         <warehouse>/_gc/<dag_id>__<run_id>/report.json, which the plugin's "Layout run" tab
         shows; returns its counts only (they go to XCom)."""
-        from layout_core.config import load_settings
-        from layout_core.gc import report_path, run_gc, write_report
+        from layout_core.base.config import load_settings
+        from layout_core.flows.gc import report_path, run_gc, write_report
 
         params = params or {}
         report = run_gc(str(params.get("older_than", "24h")), dry_run=bool(params.get("dry_run", False)))

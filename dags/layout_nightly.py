@@ -33,7 +33,8 @@ value is an import error naming the variable):
     LAYOUT_NIGHTLY_POKE_INTERVAL seconds between its checks, default 300 (reschedule mode from
                                  60 s up: no worker slot held while waiting; poke mode below)
 
-Kept light on purpose: no Spark or layout_core import here, so the DAG
+Kept light on purpose: no Spark import here, and of layout_core only the
+stdlib-only modules (base.names, base.params, flows.names), so the DAG
 processor parses this file in milliseconds.
 """
 
@@ -47,6 +48,9 @@ from airflow.sdk import (DAG, BaseSensorOperator, CronDataIntervalTimetable, Par
                          TaskGroup, chain)
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
+
+from layout_core.base.names import MAX_BLOCK_ROWS
+from layout_core.base.params import PARTITION_PARAM_PATTERN, PATH_PARAM_PATTERN
 
 STAR_TABLES = [t for t in os.environ.get(
     "LAYOUT_STAR_TABLES", "region,nation,supplier,customer,part,partsupp,orders,lineitem").split(",") if t]
@@ -130,14 +134,13 @@ NIGHTLY_START_DATE = _env_start_date("LAYOUT_NIGHTLY_START_DATE", "2024-01-01")
 WAIT_TIMEOUT = _env_seconds("LAYOUT_NIGHTLY_WAIT_TIMEOUT", 6 * 3600)
 POKE_INTERVAL = _env_seconds("LAYOUT_NIGHTLY_POKE_INTERVAL", 300)
 
-# Checked again, fully, by the jobs (layout_core.params) before any work; these JSON-schema
+# Checked again, fully, by the jobs (layout_core.base.params) before any work; these JSON-schema
 # constraints refuse the obvious cases in the trigger form already (Jinja may follow here,
 # so a partition or path is only kept free of separators, '..' and control characters).
 TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 COLUMN_PATTERN = r"^([A-Za-z_][A-Za-z0-9_]{0,127})?$"
-PARTITION_PATTERN = r"^(?!.*\.\.)[^/\\\x00-\x1f\x7f]{0,256}$"  # params.PARTITION_PARAM_PATTERN
-PATH_PATTERN = r"^(?!(.*[/\\])?\.\.([/\\].*)?$)[^\x00-\x1f\x7f]*$"  # params.PATH_PARAM_PATTERN: no '..' part
-MAX_BLOCK_ROWS = 10**9  # params.MAX_BLOCK_ROWS (not imported: this file stays light)
+PARTITION_PATTERN = PARTITION_PARAM_PATTERN
+PATH_PATTERN = PATH_PARAM_PATTERN  # no '..' part
 
 NIGHTLY_PARAMS = {
     "table": Param("lineitem", type="string", pattern=TABLE_PATTERN, description="warehouse table"),
@@ -205,9 +208,9 @@ NIGHTLY_RUN_ARGS = [
 
 def check_rendered(resolved: dict) -> None:
     """The partition, source and dates as rendered for the run, checked as the jobs will
-    check them (layout_core.params): a bad one fails the run before it waits for anything."""
-    from layout_core import params
-    from layout_core.config import load_settings
+    check them (layout_core.base.params): a bad one fails the run before it waits for anything."""
+    from layout_core.base import params
+    from layout_core.base.config import load_settings
 
     params.partition_value(resolved["partition"], required=True)
     if resolved["source"]:
@@ -242,8 +245,8 @@ class LandingSensor(BaseSensorOperator):
             raise AirflowFailException(f"cannot render {what} {text!r} for this run: {e}") from None
 
     def poke(self, context) -> PokeReturnValue:
-        from layout_core.errors import UserError
-        from layout_core.landing import LandingError, missing_input
+        from layout_core.base.errors import UserError
+        from layout_core.airflow.landing import LandingError, missing_input
 
         params = context["params"]
         resolved = {

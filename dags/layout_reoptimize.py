@@ -69,9 +69,9 @@ with DAG(
     @task
     def report(chosen: dict, dag=None, run_id=None) -> dict:
         """The run's numbers per partition (from the steps' metrics), for the UI."""
-        from layout_core.config import load_settings
-        from layout_core.pipeline.steps import read_metrics
-        from layout_core.reorg.partial import run_partitions
+        from layout_core.base.config import load_settings
+        from layout_core.flows.nightly.steps import read_metrics
+        from layout_core.flows.reorg.partial import run_partitions
 
         warehouse = Path(load_settings().warehouse)
         out = {}

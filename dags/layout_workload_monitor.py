@@ -60,8 +60,8 @@ with DAG(
     @task(outlets=[SHIFT_ALIAS])
     def emit_shift_events(*, outlet_events=None, dag=None, run_id=None) -> dict:
         """An Asset event per table worth reorganizing; the numbers of every table to XCom."""
-        from layout_core.config import load_settings
-        from layout_core.reorg.monitor import asset_extra, read_report, report_path
+        from layout_core.base.config import load_settings
+        from layout_core.flows.reorg.monitor import asset_extra, read_report, report_path
 
         report = read_report(report_path(load_settings().warehouse, f"{dag.dag_id}__{run_id}"))
         numbers = {}

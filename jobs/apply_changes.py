@@ -2,7 +2,7 @@
 
 import sys
 
-from layout_core.changes.job import main
+from layout_core.flows.changes.job import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,7 @@
 
 import sys
 
-from layout_core.reorg.monitor import main
+from layout_core.flows.reorg.monitor import main
 
 if __name__ == "__main__":
     sys.exit(main())

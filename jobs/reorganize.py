@@ -2,7 +2,7 @@
 
 import sys
 
-from layout_core.reorg.job import main
+from layout_core.flows.reorg.job import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,7 @@
 
 import sys
 
-from layout_core.pipeline.job import main
+from layout_core.flows.nightly.job import main
 
 if __name__ == "__main__":
     sys.exit(main("write_blocks"))

@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def spark():
     """A local SparkSession shared by every test (startup costs ~10 s)."""
-    from layout_core.spark_session import local_session
+    from layout_core.spark.session import local_session
 
     session = local_session("layout-tests")
     yield session
@@ -74,7 +74,7 @@ def pg_catalog_url():
     url = pg_url()
     if not url:
         pytest.skip("this test needs PostgreSQL: set LAYOUT_TEST_PG_URL")
-    from tests.pg_scratch import scratch_pg_schema
+    from tests.helpers.pg_scratch import scratch_pg_schema
 
     with scratch_pg_schema(url) as scoped_url:
         yield scoped_url
@@ -89,7 +89,7 @@ def catalog_url(request, tmp_path):
     url = pg_url()
     if not url:
         pytest.skip("PostgreSQL tests need LAYOUT_TEST_PG_URL (e.g. postgresql+psycopg2://postgres@127.0.0.1:5432/test)")
-    from tests.pg_scratch import scratch_pg_schema
+    from tests.helpers.pg_scratch import scratch_pg_schema
 
     with scratch_pg_schema(url) as scoped_url:
         yield scoped_url

@@ -1,6 +1,6 @@
 """The nightly DAG under a real Airflow: api-server, scheduler (LocalExecutor), DAG
 processor and triggerer on 127.0.0.1 with PostgreSQL metadata
-(layout_core.airflow_deployment): the scheduler's own daily run from a landing
+(layout_core.airflow.deployment): the scheduler's own daily run from a landing
 folder, a backfill of the day before, a monitor run triggered through the REST
 API; then the plugin's Layouts pages through that api-server, and a screenshot
 of them in headless Chromium."""
@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from tests.tpch_layouts import lineitem_1995_conf, write_landing_day
+from tests.helpers.tpch_layouts import lineitem_1995_conf, write_landing_day
 
 pytestmark = pytest.mark.slow
 
@@ -170,7 +170,7 @@ def _png_size(data: bytes) -> tuple[int, int]:
 @pytest.fixture
 def metadata_url():
     """A fresh PostgreSQL database for Airflow's metadata, dropped afterwards."""
-    from layout_core.airflow_deployment import PG_SERVER, pg_error, scratch_database
+    from layout_core.airflow.deployment import PG_SERVER, pg_error, scratch_database
 
     if error := pg_error(PG_SERVER):
         pytest.skip(f"a real Airflow deployment needs PostgreSQL at {PG_SERVER}: {error}")
@@ -202,8 +202,8 @@ def test_a_deployment_runs_the_nightly_dag_by_its_schedule_and_backfills_past_da
     if shutil.which("chromium") is None:
         pytest.fail("the Layouts screenshot needs Debian's chromium: `make chromium` installs it")
 
-    from layout_core.airflow_deployment import airflow_deployment, is_loopback
-    from layout_core.airflow_run import _airflow
+    from layout_core.airflow.deployment import airflow_deployment, is_loopback
+    from layout_core.airflow.dag_run import _airflow
     from layout_core.catalog import Catalog
 
     warehouse = tmp_path / "warehouse"
@@ -259,7 +259,7 @@ def test_a_deployment_runs_the_nightly_dag_by_its_schedule_and_backfills_past_da
         assert all(is_loopback(address) for _, address, _ in airflow.listeners_seen)
         pids = dict(airflow.pids)
     print(f"deployment, run and stop: {time.monotonic() - started:.0f} s")
-    from layout_core.processes import alive
+    from layout_core.airflow.processes import alive
 
     assert not any(alive(pid) for pid in pids.values())
 
@@ -291,7 +291,7 @@ def check_layouts_pages(airflow, run_id: str, tmp_path) -> None:
     screenshot of the tables page in headless Chromium, authenticated by that cookie."""
     import matplotlib.image
 
-    from layout_core.airflow_plugin import STEPS
+    from layout_core.airflow.plugin import STEPS
 
     status, plugins = airflow.request("GET", "/api/v2/plugins")
     assert status == 200, plugins

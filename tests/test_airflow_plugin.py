@@ -1,4 +1,4 @@
-"""The Layouts pages of the Airflow plugin (layout_core.airflow_plugin), against small SQLite
+"""The Layouts pages of the Airflow plugin (layout_core.airflow.plugin), against small SQLite
 catalogs filled through the Catalog API, with starlette's TestClient. Airflow's own
 authentication is overridden for the authenticated cases (the real api-server is in
 test_airflow_deployment.py)."""
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from layout_core.airflow_plugin import create_app, require_run_reader, require_user
+from layout_core.airflow.plugin import create_app, require_run_reader, require_user
 from layout_core.catalog import BlockRecord, Catalog, QueryRecord, RefRead
-from layout_core.pipeline.steps import RunPaths
+from layout_core.flows.nightly.steps import RunPaths
 
 PROJECT = Path(__file__).resolve().parent.parent
 AIRFLOW_RUN = "manual__2026-01-02T03:04:05.678+00:00"
@@ -432,7 +432,7 @@ def test_the_plugin_registers_the_app_a_nav_entry_and_a_dag_run_view():
     spec.loader.exec_module(module)
     from airflow.plugins_manager import is_valid_plugin
 
-    from layout_core import airflow_plugin
+    from layout_core.airflow import plugin as airflow_plugin
 
     plugin = module.LayoutsPlugin
     assert is_valid_plugin(plugin)
@@ -567,8 +567,10 @@ def _monitor_url(run_id: str = AIRFLOW_RUN) -> str:
 
 def _write_monitor_report(warehouse: Path) -> Path:
     """A monitor run's report through reorg.monitor.write_report, the numbers set by hand."""
-    from layout_core.reorg.monitor import report_path, write_report
-    from layout_core.reorg.shift import ChosenSubtree, PartitionShift, ShiftReport, ShiftSettings
+    from layout_core.flows.reorg.monitor import report_path, write_report
+    from layout_core.flows.reorg.shift import (
+        ChosenSubtree, PartitionShift, ShiftReport, ShiftSettings,
+    )
 
     start, end = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
     chosen = (ChosenSubtree(4, (5, 6), 12, 3.5, 40.25, 28.25), ChosenSubtree(9, (11,), 1, 0.5, 1.85, 0.85))
@@ -616,8 +618,8 @@ def test_a_monitor_run_page_shows_its_shift_report(tmp_path, warehouse):
     assert "fewer than 10: too few to act on; &lt;i&gt;no&lt;/i&gt;" in orders and "<i>" not in page
     assert str(tmp_path) not in page and "pw@" not in page and str(path.name) not in page
     # the same report through the plugin's own path (it does not import reorg.monitor)
-    from layout_core.airflow_plugin import monitor_report_path
-    from layout_core.reorg.monitor import report_path
+    from layout_core.airflow.plugin import monitor_report_path
+    from layout_core.flows.reorg.monitor import report_path
 
     for run_id in (MONITOR_STAGED, HOSTILE, "a/../../b", "x:y+z", "layout__.._..", "layout_workload_monitor__.."):
         assert monitor_report_path(warehouse, run_id) == report_path(warehouse, run_id), run_id
@@ -688,7 +690,9 @@ def _gc_url(run_id: str = AIRFLOW_RUN) -> str:
 
 def _write_gc_report(warehouse: Path, dry_run: bool = False, kept: int = 2) -> Path:
     """A gc run's report through gc.write_report, the report set by hand."""
-    from layout_core.gc import DeletedFolder, GarbageReport, KeptItem, report_path, write_report
+    from layout_core.flows.gc import (
+        DeletedFolder, GarbageReport, KeptItem, report_path, write_report,
+    )
 
     items = [KeptItem("version 9 (orders/1996)", "failed, but newer than the active version <b>8</b>"),
              KeptItem(str(warehouse / "_runs" / "orders" / "1997" / "x"), "its run's version is building & may be "
@@ -722,8 +726,8 @@ def test_a_gc_run_page_shows_its_report(tmp_path, warehouse):
     assert "its run&#x27;s version is building &amp; may be retried" in page
     assert "/wh/orders/dt=1995/block_id=2" in page and "and 10 more" not in text
     # the plugin's own path (it does not import gc) is gc.report_path
-    from layout_core.airflow_plugin import gc_report_path
-    from layout_core.gc import report_path
+    from layout_core.airflow.plugin import gc_report_path
+    from layout_core.flows.gc import report_path
 
     for run_id in (GC_STAGED, HOSTILE, "a/../../b", "x:y+z", "layout__.._..", "layout_gc__.."):
         assert gc_report_path(warehouse, run_id) == report_path(warehouse, run_id), run_id
@@ -784,7 +788,7 @@ def test_a_gc_run_without_a_readable_report_is_a_note(catalog_url, warehouse, tm
 def test_the_run_page_of_a_cleared_and_rerun_nightly_run_shows_its_latest_version(tmp_path):
     """layout_nightly builds a cleared run's re-run under `<dag>__<run>__rerun<n>`: the run page
     shows the latest such attempt, its version the active one."""
-    from layout_core.airflow_plugin import latest_staged_run_id, read_run
+    from layout_core.airflow.plugin import latest_staged_run_id, read_run
 
     url, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "warehouse"
     with Catalog(url, clock=Clock()) as catalog:
@@ -807,7 +811,7 @@ def test_the_run_page_of_a_cleared_and_rerun_nightly_run_shows_its_latest_versio
 
 
 def test_a_change_batch_run_lists_its_own_steps():
-    from layout_core.airflow_plugin import run_steps
+    from layout_core.airflow.plugin import run_steps
 
     staged = {"stage_changes": {"inserted": 40}, "write_changes": {"version": 9}}
     assert run_steps(staged) == ("stage_changes", "write_changes", "verify_changes", "activate_changes")

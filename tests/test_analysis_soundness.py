@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layout_core.predicates import TRUE, to_sql
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.sql.analysis import analyze
 
 SCHEMA = load_schema("tpch")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from layout_core.predicates import value_to_json
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping import router
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 from layout_core.sql.analysis import analyze

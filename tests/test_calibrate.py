@@ -10,17 +10,12 @@ import math
 
 import pytest
 
-from layout_core import calibrate as calibrate_mod
-from layout_core.calibrate import (
-    Calibration,
-    CalibrationError,
-    add_calibrate_parser,
-    calibrate,
-    calibrated_w,
-    check_arguments,
+from layout_core.flows.reorg import calibrate as calibrate_mod
+from layout_core.flows.reorg.calibrate import (
+    Calibration, CalibrationError, add_calibrate_parser, calibrate, calibrated_w, check_arguments,
 )
 from layout_core.catalog import CalibrationRecord, Catalog, CatalogError
-from layout_core.errors import UserError
+from layout_core.base.errors import UserError
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2024, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -191,7 +186,7 @@ def test_the_subcommand_has_its_flags_and_help(capsys):
 
 @pytest.mark.slow
 def test_calibrate_command_measures_and_stores_w(spark, tmp_path, monkeypatch, capsys):
-    from layout_core import spark_session
+    from layout_core.spark import session as spark_session
 
     monkeypatch.setattr(spark_session, "local_session", lambda name: KeepOpen(spark))
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
@@ -218,7 +213,7 @@ def test_calibrate_command_measures_and_stores_w(spark, tmp_path, monkeypatch, c
 
 
 def test_calibrate_command_refuses_bad_flags_before_starting_spark(tmp_path, monkeypatch):
-    from layout_core import spark_session
+    from layout_core.spark import session as spark_session
 
     def no_spark(name):
         raise AssertionError("Spark started")

@@ -11,15 +11,8 @@ import sqlalchemy as sa
 from pyroaring import BitMap64
 
 from layout_core.catalog import (
-    ActiveLayout,
-    BlockRecord,
-    Catalog,
-    CatalogError,
-    CutRecord,
-    PurgeRecord,
-    TableInfo,
-    TreeNodeRecord,
-    leaf_of,
+    ActiveLayout, BlockRecord, Catalog, CatalogError, CutRecord, PurgeRecord, TableInfo,
+    TreeNodeRecord, leaf_of,
 )
 
 UTC = dt.timezone.utc

@@ -10,16 +10,16 @@ import sqlite3
 import pytest
 
 from layout_core.catalog import Catalog
-from layout_core.pipeline import steps
+from layout_core.flows.nightly import steps
 from layout_core.skipping.router import RoutingIndex
 from layout_core.workload.tpch import generate, write_sql_file
-from tests.tpch_layouts import SCHEMA
+from tests.helpers.tpch_layouts import SCHEMA
 
 pytestmark = pytest.mark.slow
 
 
 def test_the_changes_dag_inserts_customers_and_repairs_the_orders_cuts(spark, tpch_sf001, tmp_path):
-    from layout_core.airflow_run import airflow_env, run_dag_test
+    from layout_core.airflow.dag_run import airflow_env, run_dag_test
 
     url, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "wh"
     log = tmp_path / "train.sql"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyroaring import BitMap64
 
-from layout_core.changes.repair import KeyChanges, repaired_keys
+from layout_core.flows.changes.repair import KeyChanges, repaired_keys
 from layout_core.predicates import value_from_json, value_to_json
 from layout_core.skipping.rangesets import merge_column_stats
 

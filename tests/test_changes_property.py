@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from layout_core.catalog import Catalog
-from layout_core.changes.apply import apply_changes_in_process
-from layout_core.pipeline import steps
-from layout_core.schema import schema_from_dict
+from layout_core.flows.changes.apply import apply_changes_in_process
+from layout_core.flows.nightly import steps
+from layout_core.base.schema import schema_from_dict
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from layout_core.catalog import Catalog
-from layout_core.changes.apply import apply_changes_in_process
-from layout_core.pipeline.steps import RunPaths, StepError
+from layout_core.flows.changes.apply import apply_changes_in_process
+from layout_core.flows.nightly.steps import RunPaths, StepError
 from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.workload.tpch import generate
 from tests.conftest import TPCH_TABLES
-from tests.tpch_layouts import SCHEMA, lay_out_tpch, use
+from tests.helpers.tpch_layouts import SCHEMA, lay_out_tpch, use
 
 pytestmark = pytest.mark.slow
 BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer": 100,
@@ -127,7 +127,9 @@ def test_a_batch_is_flagged_alike_from_stored_keys_and_by_joining_the_tables_bel
     """A changed customer reaches a cut's source through nation and region: the repair reads
     that from the literal keys of the same path's cut on customer's own layout; joining the
     rows down the path in Spark must say the same, for NULL and dangling foreign keys too."""
-    from layout_core.changes.repair import _flags_of_rows, _level, cuts_to_repair, stored_path_keys
+    from layout_core.flows.changes.repair import (
+        _flags_of_rows, _level, cuts_to_repair, stored_path_keys,
+    )
     from layout_core.predicates import loads
 
     spark = tables.spark

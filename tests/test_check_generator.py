@@ -17,7 +17,7 @@ from layout_core.catalog import CatalogSnapshot
 from layout_core.check.profile import profile_tables
 from layout_core.check.random_queries import generate_queries
 from layout_core.check.run import compare_answers
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.sql.analysis import analyze
 
 SCHEMA = load_schema("tpch")
@@ -109,7 +109,7 @@ def test_literals_come_from_the_data_so_answers_are_neither_all_empty_nor_all_fu
 def test_literals_are_the_columns_values_or_one_step_past_them():
     # a profile built by hand: the generator only picks among these values or one step past them
     from layout_core.check.profile import ColumnValues, DataProfile
-    from layout_core.schema import schema_from_dict
+    from layout_core.base.schema import schema_from_dict
 
     schema = schema_from_dict({"tables": {"t": {"columns": {"k": "bigint", "d": "date", "p": "decimal(15,2)"}}}})
     profile = DataProfile({"t": {"k": ColumnValues("int", (1, 5, 9), False, 3),

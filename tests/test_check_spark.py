@@ -12,7 +12,7 @@ import pytest
 
 from layout_core.catalog import Catalog
 from layout_core.cli import main
-from tests.tpch_layouts import SCHEMA, shared_tpch_layout, use
+from tests.helpers.tpch_layouts import SCHEMA, shared_tpch_layout, use
 
 pytestmark = pytest.mark.slow
 

@@ -22,9 +22,9 @@ import pytest
 import sqlalchemy as sa
 
 from layout_core.catalog import BlockRecord, Catalog, VersionSuperseded
-from layout_core.gc import collect_garbage
+from layout_core.flows.gc import collect_garbage
 from layout_core.predicates import value_to_json
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex, route_query
 from tests.test_catalog import DIALECT_TYPES, make_first_release_catalog
 

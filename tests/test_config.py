@@ -2,7 +2,7 @@
 
 import pytest
 
-from layout_core.config import ConfigError, load_settings
+from layout_core.base.config import ConfigError, load_settings
 
 
 @pytest.fixture(autouse=True)

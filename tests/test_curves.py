@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.optimize.curves import hilbert_keys, rank_coordinates, zorder_keys
+from layout_core.algorithms.curves import hilbert_keys, rank_coordinates, zorder_keys
 
 
 def grid(k: int, bits: int) -> np.ndarray:

@@ -6,7 +6,7 @@ import pytest
 
 from layout_core.catalog import BlockRecord, Catalog, CutRecord
 from layout_core.predicates import Column, Compare, Hop, JoinInduced, dumps, to_sql
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex, route_query
 
 SCHEMA = load_schema("tpch")

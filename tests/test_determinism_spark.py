@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from layout_core.optimizers import REGISTRY, TableQueries
-from layout_core.pipeline.in_memory import lay_out_in_memory
-from layout_core.schema import load_schema
+from layout_core.flows.nightly.in_memory import lay_out_in_memory
+from layout_core.base.schema import load_schema
 from layout_core.workload.analyze import analyze_statements
 from layout_core.workload.tpch import generate
 

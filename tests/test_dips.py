@@ -8,7 +8,7 @@ from collections import namedtuple
 import numpy as np
 
 from layout_core.predicates import value_to_json
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.dips import DataPred, key_ranges
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 from layout_core.skipping.zonemaps import ZoneMaps

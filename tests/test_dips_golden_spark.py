@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import route_query
 from layout_core.workload.tpch import generate
-from tests.tpch_layouts import lay_out_tpch, use
+from tests.helpers.tpch_layouts import lay_out_tpch, use
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")

@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from layout_core.predicates import value_to_json
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 
-from .test_analysis_soundness import QUERIES, SCHEMA, STATUS, customer_rows, lineitem_rows, orders_rows
+from tests.test_analysis_soundness import (
+    QUERIES, SCHEMA, STATUS, customer_rows, lineitem_rows, orders_rows,
+)
 
 Block = namedtuple("Block", "block_id row_count stats union_bits all_bits")
 

@@ -6,7 +6,7 @@ from collections import namedtuple
 
 from layout_core.predicates import Compare, value_to_json
 from layout_core.predicates.model import Column
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.explain import explain_query
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 

@@ -10,8 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.optimize.features import Feature, augment_queries, select_features
-from layout_core.optimize.fineblock import BlockingMap, VectorCounts, bottom_up, objective, unpack_bit_strings
+from layout_core.algorithms.features import Feature, augment_queries, select_features
+from layout_core.algorithms.fineblock import (
+    BlockingMap, VectorCounts, bottom_up, objective, unpack_bit_strings,
+)
 from layout_core.predicates import Column, Compare, conj, in_list, to_sql
 
 # ---------------------------------------------------------------------------
@@ -345,7 +347,7 @@ def test_determinism_on_random_input():
 
 def test_wide_vectors_use_several_words():
     # m = 37 features: unions span three 16-bit words.
-    from layout_core.optimize.fineblock import PackedUnions
+    from layout_core.algorithms.fineblock import PackedUnions
 
     rng = np.random.default_rng(3)
     vectors = rng.random((120, 37)) < 0.3

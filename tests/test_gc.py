@@ -12,8 +12,10 @@ import pytest
 
 from layout_core.catalog import BlockRecord, Catalog, CatalogError
 from layout_core.cli import main
-from layout_core.gc import (DurationError, GarbageReport, collect_garbage, parse_duration, report_path,
-                            staging_name, write_report)
+from layout_core.flows.gc import (
+    DurationError, GarbageReport, collect_garbage, parse_duration, report_path, staging_name,
+    write_report,
+)
 
 PROJECT = Path(__file__).resolve().parent.parent
 UTC = dt.timezone.utc
@@ -508,7 +510,7 @@ def test_gc_dag_task_collects_garbage_and_returns_numbers(gc_dag, wh, three, mon
     assert written["purged_version_ids"] == [v1, v2] and written["kept_items"] == []
     assert sorted(Path(f["path"]).name for f in written["staging"]) == ["run-1", "run-2", "run-3"]
     # the plugin shows it
-    from layout_core.airflow_plugin import read_gc_run
+    from layout_core.airflow.plugin import read_gc_run
 
     shown = read_gc_run(wh.root, "layout_gc", run_id)
     assert shown.problem is None and shown.report["versions_purged"] == 2 and shown.report["bytes_freed"] == 1300
@@ -517,7 +519,7 @@ def test_gc_dag_task_collects_garbage_and_returns_numbers(gc_dag, wh, three, mon
 @pytest.mark.slow
 def test_airflow_runs_the_gc_dag(wh, three, tmp_path):
     """`airflow dags test layout_gc` (about 10 s): params reach the task, its counts reach XCom."""
-    from layout_core.airflow_run import airflow_env, run_dag_test
+    from layout_core.airflow.dag_run import airflow_env, run_dag_test
 
     env = airflow_env(tmp_path / "airflow", wh.catalog.url, wh.root)
     run_dag_test(env, "layout_gc", {"older_than": "0s", "dry_run": False}, log_file=tmp_path / "dag.log")
@@ -530,8 +532,8 @@ def test_airflow_runs_the_gc_dag(wh, three, tmp_path):
 @pytest.mark.slow
 def test_three_nightly_layouts_then_gc_leaves_only_the_active_blocks_and_the_router_answers(
         spark, tpch_sf001, tmp_path):
-    from layout_core.pipeline import steps
-    from layout_core.schema import load_schema
+    from layout_core.flows.nightly import steps
+    from layout_core.base.schema import load_schema
     from layout_core.skipping.rewrite import rewrite_sql
     from layout_core.skipping.router import RoutingIndex, route_query
     from layout_core.spark.compare import same_rows

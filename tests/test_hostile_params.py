@@ -15,9 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from layout_core import params
-from layout_core.params import ParamError
-from layout_core.schema import SchemaError, load_schema, schema_from_dict
+from layout_core.base import params
+from layout_core.base.names import MAX_BLOCK_ROWS
+from layout_core.base.params import ParamError
+from layout_core.base.urls import masked_url, without_secrets
+from layout_core.optimizers import optimizer_settings
+from layout_core.base.schema import SchemaError, load_schema, schema_from_dict
 from tests.conftest import pg_url
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -40,7 +43,7 @@ def clean_env(monkeypatch, tmp_path):
 @pytest.fixture
 def no_spark(monkeypatch):
     """Starting Spark (a job's or the CLI's session) fails the test."""
-    import layout_core.spark_session as spark_session
+    import layout_core.spark.session as spark_session
 
     def refuse(*args, **kwargs):
         raise AssertionError("a SparkSession was started before the parameters were checked")
@@ -69,13 +72,13 @@ def test_columns_given_as_parameters_must_be_columns_of_the_table():
 
 
 def test_optimizer_settings_that_name_columns_are_checked_against_the_table():
-    assert params.optimizer_settings(LINEITEM, "sortkey", {"sort_column": "l_shipdate"})["sort_column"] == "l_shipdate"
+    assert optimizer_settings(LINEITEM, "sortkey", {"sort_column": "l_shipdate"})["sort_column"] == "l_shipdate"
     with pytest.raises(ParamError, match=r"setting sort_column 'l_shipdate; drop' is not a column of lineitem"):
-        params.optimizer_settings(LINEITEM, "sortkey", {"sort_column": "l_shipdate; drop"})
+        optimizer_settings(LINEITEM, "sortkey", {"sort_column": "l_shipdate; drop"})
     with pytest.raises(ParamError, match=r"setting curve_columns 'nope' is not a column"):
-        params.optimizer_settings(LINEITEM, "zorder", {"curve_columns": "l_shipdate,nope"})
+        optimizer_settings(LINEITEM, "zorder", {"curve_columns": "l_shipdate,nope"})
     with pytest.raises(ParamError, match="no setting"):
-        params.optimizer_settings(LINEITEM, "sortkey", {"sort_colum": "l_shipdate"})
+        optimizer_settings(LINEITEM, "sortkey", {"sort_colum": "l_shipdate"})
 
 
 def test_the_partition_column_is_a_plain_name_that_is_not_a_column_already():
@@ -178,7 +181,7 @@ def test_with_allowed_roots_paths_must_resolve_inside_them(tmp_path):
 
 
 def test_allowed_roots_come_from_the_environment_or_the_config_file(tmp_path, monkeypatch):
-    from layout_core.config import ConfigError, load_settings
+    from layout_core.base.config import ConfigError, load_settings
 
     assert load_settings().allowed_roots == ()
     (tmp_path / "layout.yaml").write_text("allowed_roots: [/data/landing, /data/logs]\n")
@@ -317,7 +320,7 @@ def test_a_job_with_a_hostile_table_fails_at_once_without_spark():
 ])
 def test_pipeline_jobs_check_every_argument_before_spark_or_the_catalog(step, argv, message, tmp_path, no_spark,
                                                                          monkeypatch, caplog):
-    from layout_core.pipeline import job
+    from layout_core.flows.nightly import job
 
     (tmp_path / "binary.sql").write_bytes(b"PAR1\x00\x01\x02" * 100)
     files = {"QUERY_LOG_DIR": str(tmp_path), "BINARY_LOG": str(tmp_path / "binary.sql"),
@@ -330,7 +333,7 @@ def test_pipeline_jobs_check_every_argument_before_spark_or_the_catalog(step, ar
 
 def test_with_allowed_roots_a_job_refuses_a_source_and_a_warehouse_outside_them(tmp_path, no_spark, monkeypatch,
                                                                                 caplog):
-    from layout_core.pipeline import job
+    from layout_core.flows.nightly import job
 
     (tmp_path / "landing").mkdir()
     monkeypatch.setenv("LAYOUT_ALLOWED_ROOTS", str(tmp_path))
@@ -350,7 +353,7 @@ def test_with_allowed_roots_a_job_refuses_a_source_and_a_warehouse_outside_them(
     (["stage_changes", "--table", "customer", "--run-id", "r", "--deleted", "/a/../../etc"], "'..' component"),
 ])
 def test_the_change_batch_job_checks_its_arguments_before_spark(argv, message, no_spark, caplog):
-    from layout_core.changes import job
+    from layout_core.flows.changes import job
 
     with caplog.at_level("ERROR"):
         assert job.main(argv) == 2
@@ -362,7 +365,7 @@ def test_the_change_batch_job_checks_its_arguments_before_spark(argv, message, n
     (["plan_reorg", "--table", "lineitem", "--run-id", "r", "--q", "0"], "q must be > 0"),
 ])
 def test_the_reorganization_job_checks_its_arguments_before_spark(argv, message, no_spark, caplog):
-    from layout_core.reorg import job
+    from layout_core.flows.reorg import job
 
     with caplog.at_level("ERROR"):
         assert job.main(argv) == 2
@@ -408,7 +411,7 @@ def test_cli_block_rows_outside_the_bounds_are_usage_errors(value, capsys):
 
 
 def test_dag_test_refuses_block_rows_before_airflow_starts(caplog, capsys, monkeypatch):
-    import layout_core.airflow_run as airflow_run
+    import layout_core.airflow.dag_run as airflow_run
 
     monkeypatch.setattr(airflow_run, "run_dag_test", None)  # calling airflow would fail the test
     with caplog.at_level("ERROR"):
@@ -429,13 +432,13 @@ def test_a_hostile_table_filter_is_data_for_the_history(tmp_path, capsys):
 
 
 def test_masked_urls_and_messages_never_hold_the_password():
-    assert params.masked_url(PASSWORD_URL) == "postgresql+psycopg2://postgres:***@127.0.0.1:5432/test"
-    assert params.masked_url("not a URL s3cret") == "<a catalog URL that cannot be parsed>"
-    assert params.masked_url("postgresql://u:s3cret@h:notaport/d").find("s3cret") == -1
-    assert params.masked_url("sqlite:////tmp/c.db") == "sqlite:////tmp/c.db"
+    assert masked_url(PASSWORD_URL) == "postgresql+psycopg2://postgres:***@127.0.0.1:5432/test"
+    assert masked_url("not a URL s3cret") == "<a catalog URL that cannot be parsed>"
+    assert masked_url("postgresql://u:s3cret@h:notaport/d").find("s3cret") == -1
+    assert masked_url("sqlite:////tmp/c.db") == "sqlite:////tmp/c.db"
     text = f"failed for {PASSWORD_URL} with s3cret and p%40ss"
-    assert "s3cret" not in params.without_secrets(text, PASSWORD_URL)
-    assert "p%40ss" not in params.without_secrets(text, "postgresql://u:p%40ss@h/d")
+    assert "s3cret" not in without_secrets(text, PASSWORD_URL)
+    assert "p%40ss" not in without_secrets(text, "postgresql://u:p%40ss@h/d")
 
 
 def _run_cli(argv: list[str], env: dict) -> str:
@@ -471,7 +474,7 @@ def test_a_catalog_password_appears_in_no_output(tmp_path):
 def test_a_working_catalog_url_with_a_password_is_masked_too():
     if not pg_url():
         pytest.skip("needs LAYOUT_TEST_PG_URL (PostgreSQL on 127.0.0.1:5432, trust auth)")
-    from tests.pg_scratch import scratch_pg_schema
+    from tests.helpers.pg_scratch import scratch_pg_schema
 
     with scratch_pg_schema(PASSWORD_URL) as url:  # trust auth: any password is accepted
         assert "s3cret" in url
@@ -534,7 +537,7 @@ def test_dag_params_refuse_hostile_values_in_the_trigger_form(dag_files):
     # the DAG file cannot import layout_core: its copies of the bounds must stay the same
     assert dag_files["layout_nightly"]["PARTITION_PATTERN"] == params.PARTITION_PARAM_PATTERN
     assert dag_files["layout_nightly"]["PATH_PATTERN"] == params.PATH_PARAM_PATTERN
-    assert dag_files["layout_nightly"]["MAX_BLOCK_ROWS"] == params.MAX_BLOCK_ROWS
+    assert dag_files["layout_nightly"]["MAX_BLOCK_ROWS"] == MAX_BLOCK_ROWS
 
 
 def test_the_landing_sensor_checks_the_rendered_partition_and_source(dag_files, monkeypatch, tmp_path):

@@ -8,7 +8,7 @@ templates 12-22: once in the PostgreSQL catalog the jobs are killed on, once
 in a SQLite reference catalog with a warehouse of its own, where each DAG
 runs uninterrupted, in-process, to give the expected result.
 
-The DAGs' jobs run exactly as their spark-submits do (tests/step_runner.py:
+The DAGs' jobs run exactly as their spark-submits do (tests/helpers/step_runner.py:
 entries `reorg` and `changes`, the arguments of dags/layout_reoptimize.py and
 dags/layout_changes.py), and are killed with SIGKILL (the process group) once
 in each step; each retry resumes at the killed step and is killed in the next:
@@ -29,7 +29,7 @@ in each step; each retry resumes at the killed step and is killed in the next:
 After every kill the version that served before the run still serves: the
 catalog names it with the same blocks, its folders hold the same files (also
 checked while the killed transaction's row lock is still held), and the
-routed queries give the raw table's answers (tests/spark_answers.py): no file
+routed queries give the raw table's answers (tests/helpers/spark_answers.py): no file
 of a killed attempt reaches the router or Spark, which read the folders the
 catalog names. The last retry completes. The new version then equals the reference run's:
 
@@ -80,14 +80,14 @@ import pytest
 import sqlalchemy as sa
 
 from layout_core.catalog import Catalog
-from layout_core.gc import collect_garbage
-from layout_core.pipeline import steps
-from layout_core.schema import load_schema
+from layout_core.flows.gc import collect_garbage
+from layout_core.flows.nightly import steps
+from layout_core.base.schema import load_schema
 from layout_core.workload.tpch import generate, write_sql_file
 from tests.conftest import TPCH_TABLES
-from tests.spark_answers import assert_same_answers_on_layouts
+from tests.helpers.spark_answers import assert_same_answers_on_layouts
 from tests.test_kill_steps import STEP_TIMEOUT, StepRun, folder_files, spark_writing, started
-from tests.tpch_layouts import query_history
+from tests.helpers.tpch_layouts import query_history
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +113,7 @@ class Side:
     catalog: Catalog
 
     def env(self) -> dict:
-        """The environment of the DAG's spark-submits, for tests/step_runner.py."""
+        """The environment of the DAG's spark-submits, for tests/helpers/step_runner.py."""
         return {**os.environ, "LAYOUT_CATALOG_URL": self.url, "LAYOUT_WAREHOUSE": str(self.warehouse),
                 "LAYOUT_SCHEMA": "tpch", "LAYOUT_RANGE_SETS": str(RANGE_SETS), "SPARK_LOCAL_IP": "127.0.0.1",
                 "PYTHONPATH": str(PROJECT),
@@ -302,8 +302,8 @@ def collect_and_check(catalog: Catalog, warehouse: Path, previous: Serving, stra
 
 def test_sigkill_in_every_reoptimize_step_loses_nothing_and_the_retry_matches_an_unkilled_run(
         spark, tpch_sf001, tables, tmp_path):
-    from layout_core.reorg import partial
-    from layout_core.reorg.shift import ShiftSettings
+    from layout_core.flows.reorg import partial
+    from layout_core.flows.reorg.shift import ShiftSettings
 
     settings = ShiftSettings(q=Q, window_hours=WINDOW_HOURS)  # w: 100, as the job's (nothing calibrated)
     reference, live = tables.reference, tables.live
@@ -396,7 +396,7 @@ def change_batch(tpch: Path, folder: Path) -> Batch:
 
 def test_sigkill_in_every_changes_step_loses_nothing_and_the_retry_matches_an_unkilled_run(
         spark, tpch_sf001, tables, tmp_path):
-    from layout_core.changes import apply
+    from layout_core.flows.changes import apply
 
     reference, live = tables.reference, tables.live
     ref_before, live_before = layout_fingerprint(spark, reference.catalog), layout_fingerprint(spark, live.catalog)

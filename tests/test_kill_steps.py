@@ -1,7 +1,7 @@
 """SIGKILL in every step of the nightly layout, then the retry: nothing is lost.
 
 A layout_nightly run of lineitem's 1995 rows (qdtree, 1,000-row blocks) runs
-its jobs exactly as the DAG's spark-submits do (tests/step_runner.py: the
+its jobs exactly as the DAG's spark-submits do (tests/helpers/step_runner.py: the
 same entry points, one process so that a kill lands in a known step). The run
 is killed with SIGKILL (the process group: Python driver, Spark JVM, workers)
 once in each step, and each retry (the step again, then the next steps) is
@@ -42,13 +42,13 @@ import pytest
 import sqlalchemy as sa
 
 from layout_core.catalog import Catalog
-from layout_core.gc import collect_garbage
-from layout_core.pipeline import steps
-from layout_core.processes import process_tree
-from layout_core.schema import load_schema
+from layout_core.flows.gc import collect_garbage
+from layout_core.flows.nightly import steps
+from layout_core.airflow.processes import process_tree
+from layout_core.base.schema import load_schema
 from layout_core.workload.tpch import generate
-from tests.spark_answers import assert_same_answers_on_layouts
-from tests.tpch_layouts import lineitem_1995_conf
+from tests.helpers.spark_answers import assert_same_answers_on_layouts
+from tests.helpers.tpch_layouts import lineitem_1995_conf
 
 pytestmark = pytest.mark.slow
 
@@ -60,13 +60,13 @@ IN_1995 = "l_shipdate >= DATE '1995-01-01' AND l_shipdate < DATE '1996-01-01'"
 
 
 class StepRun:
-    """tests/step_runner.py in a session of its own, its stdout read as it comes."""
+    """tests/helpers/step_runner.py in a session of its own, its stdout read as it comes."""
 
     def __init__(self, jobs: list, env: dict, log: Path) -> None:
         self.log = log
         self.lines: list[str] = []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.step_runner", json.dumps(jobs)], cwd=PROJECT, env=env,
+            [sys.executable, "-m", "tests.helpers.step_runner", json.dumps(jobs)], cwd=PROJECT, env=env,
             stdout=subprocess.PIPE, stderr=log.open("ab"), text=True, start_new_session=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -136,7 +136,7 @@ def nightly_jobs(conf: dict, run_id: str, first: str) -> list:
 
 
 def steps_in_order():
-    from layout_core.pipeline.job import STEPS
+    from layout_core.flows.nightly.job import STEPS
 
     return STEPS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from layout_core.predicates import to_sql
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.sql.analysis import analyze
 from layout_core.workload.tree_inputs import candidate_cut_lists
 
@@ -75,7 +75,7 @@ def test_candidate_cuts_are_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("from layout_core.schema import load_schema; from layout_core.sql.analysis import analyze;"
+    code = ("from layout_core.base.schema import load_schema; from layout_core.sql.analysis import analyze;"
             "from layout_core.workload.tpch import generate; from layout_core.predicates import to_sql;"
             "from layout_core.workload.tree_inputs import candidate_cut_lists as c; s = load_schema('tpch');"
             "a = [analyze(q.sql, s) for q in generate(2, seed=3, templates=[12, 16, 19, 22])];"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import route_query
 from layout_core.workload.tpch import generate
 from tests.conftest import TPCH_TABLES
-from tests.tpch_layouts import shared_tpch_layout, use
+from tests.helpers.tpch_layouts import shared_tpch_layout, use
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")

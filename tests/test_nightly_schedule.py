@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from layout_core.landing import LandingError, missing_input
-from tests.tpch_layouts import write_landing_day
+from layout_core.airflow.landing import LandingError, missing_input
+from tests.helpers.tpch_layouts import write_landing_day
 
 PROJECT = Path(__file__).resolve().parent.parent
 NIGHTLY_VARS = ("LAYOUT_NIGHTLY_SCHEDULE", "LAYOUT_NIGHTLY_CATCHUP", "LAYOUT_NIGHTLY_START_DATE",
@@ -192,11 +192,11 @@ def block_folders(warehouse: Path, day: str) -> dict[str, float]:
 def test_a_day_runs_from_its_landing_folder_and_a_rerun_replaces_only_its_day(tmp_path, tpch_sf001, spark):
     """`airflow dags test` of one day (fineblock with settings), the next day laid out by
     the same steps in process, then the first day's batch corrected and its day run again, in process."""
-    from layout_core.airflow_run import _airflow, airflow_env, run_dag_test
+    from layout_core.airflow.dag_run import _airflow, airflow_env, run_dag_test
     from layout_core.catalog import Catalog
-    from layout_core.errors import ToolError
-    from layout_core.pipeline import steps
-    from layout_core.schema import load_schema
+    from layout_core.base.errors import ToolError
+    from layout_core.flows.nightly import steps
+    from layout_core.base.schema import load_schema
     from layout_core.workload.tpch import generate, write_sql_file
 
     landing, warehouse = tmp_path / "landing" / "lineitem", tmp_path / "warehouse"

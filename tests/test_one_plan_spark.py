@@ -15,9 +15,9 @@ import pytest
 
 from layout_core.catalog import Catalog
 from layout_core.optimizers import TableQueries
-from layout_core.pipeline import steps
-from layout_core.pipeline.in_memory import lay_out_in_memory
-from layout_core.schema import load_schema
+from layout_core.flows.nightly import steps
+from layout_core.flows.nightly.in_memory import lay_out_in_memory
+from layout_core.base.schema import load_schema
 from layout_core.workload.analyze import analyze_file
 from layout_core.workload.tpch import generate, write_sql_file
 

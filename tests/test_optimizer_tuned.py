@@ -10,11 +10,13 @@ from datetime import date
 
 import pytest
 
-from layout_core.optimizers import (CandidateCut, LayoutPlan, PlanError, PlanWorkload, VectorSample,
-                                    get_optimizer, optimizer_names, plan_layout)
+from layout_core.optimizers import (
+    CandidateCut, LayoutPlan, PlanError, PlanWorkload, VectorSample, get_optimizer,
+    optimizer_names, plan_layout,
+)
 from layout_core.optimizers.plan import ClusterBlocks, SortBlocks, TreeBlocks, TupleBlocks
 from layout_core.predicates import Column, Compare
-from layout_core.schema import TableSchema
+from layout_core.base.schema import TableSchema
 
 # a small lineitem: the join key first in the primary key, two date columns, one timestamp
 LI = TableSchema("li", (("l_orderkey", "bigint"), ("l_linenumber", "int"), ("l_quantity", "int"),

@@ -7,13 +7,16 @@ import json
 import numpy as np
 import pytest
 
-from layout_core.optimizers import (REGISTRY, CandidateCut, LayoutPlan, PlanError, PlanWorkload, VectorSample,
-                                    get_optimizer, optimizer_names, plan_layout)
+from layout_core.optimizers import (
+    REGISTRY, CandidateCut, LayoutPlan, PlanError, PlanWorkload, VectorSample, get_optimizer,
+    optimizer_names, plan_layout,
+)
 from layout_core.optimizers.plan import SortBlocks, TreeBlocks
-from layout_core.pipeline.artifacts import (ArtifactError, CutEntry, Features, Verification, read_artifact,
-                                            write_artifact)
+from layout_core.flows.nightly.artifacts import (
+    ArtifactError, CutEntry, Features, Verification, read_artifact, write_artifact,
+)
 from layout_core.predicates import Column, Compare
-from layout_core.schema import TableSchema
+from layout_core.base.schema import TableSchema
 
 T = TableSchema("t", (("id", "bigint"), ("x", "int"), ("d", "date")), ("id",))
 X = Column("x", "int")

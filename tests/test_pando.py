@@ -15,23 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import layout_core.optimize.pando as pando
-from layout_core.optimize.fineblock import VectorCounts
-from layout_core.optimize.pando import (
-    PandoBlocks,
-    admitted,
-    block_reads,
-    blocks_read,
-    bottom_up_blocks,
-    grow_within_bound,
-    k_tuples,
-    leaf_block_sets,
-    top_down,
-    truncate,
+import layout_core.algorithms.pando as pando
+from layout_core.algorithms.fineblock import VectorCounts
+from layout_core.algorithms.pando import (
+    PandoBlocks, admitted, block_reads, blocks_read, bottom_up_blocks, grow_within_bound, k_tuples,
+    leaf_block_sets, top_down, truncate,
 )
-from layout_core.optimize.qdtree import Node, Workload, greedy_tree, leaves
+from layout_core.algorithms.qdtree import Node, Workload, greedy_tree, leaves
 
-from .test_qdtree import vcounts, workload
+from tests.test_qdtree import vcounts, workload
 
 L, S = Node.leaf, Node.split
 
@@ -444,7 +436,7 @@ def test_the_threshold_xy():
 
 
 def test_a_raised_threshold_is_said_and_the_trees_come_with_it(caplog):
-    with caplog.at_level(logging.WARNING, "layout_core.optimize.pando"):
+    with caplog.at_level(logging.WARNING, "layout_core.algorithms.pando"):
         grown = grow_within_bound(XY, XY_WL, 2, 20, max_tuples=1)
     assert "threshold raised from 3 to 54 rows so that the trees make at most 1 k-tuples (more at the threshold 3)" \
         in caplog.text
@@ -645,7 +637,7 @@ def test_zero_count_vectors_and_empty_input():
 
 
 def test_progress_bar_and_log(capsys, caplog):
-    with caplog.at_level(logging.INFO, logger="layout_core.optimize.pando"):
+    with caplog.at_level(logging.INFO, logger="layout_core.algorithms.pando"):
         top_down(XY, XY_WL, 2, 20, progress=True)
         bottom_up_blocks(XY, XY_WL, top_down(XY, XY_WL, 2, 20), 20, progress=True)
     assert "pando top_down (k=2)" in capsys.readouterr().err  # the tqdm bar

@@ -9,10 +9,12 @@ import logging
 import numpy as np
 import pytest
 
-from layout_core.optimizers import CandidateCut, PlanError, PlanWorkload, VectorSample, get_optimizer, plan_layout
+from layout_core.optimizers import (
+    CandidateCut, PlanError, PlanWorkload, VectorSample, get_optimizer, plan_layout,
+)
 from layout_core.optimizers.plan import LayoutPlan, TreeBlocks, TupleBlocks
 from layout_core.predicates import Column, Compare
-from layout_core.schema import TableSchema
+from layout_core.base.schema import TableSchema
 from layout_core.skipping.router import LayoutIndex, route_layout
 
 T = TableSchema("t", (("id", "bigint"), ("x", "int"), ("y", "int")), ("id",))
@@ -155,7 +157,7 @@ def test_trees_auto_measures_on_the_training_queries_when_they_cannot_be_split()
 
 
 def test_held_out_halves_keep_identical_references_together():
-    from layout_core.optimize.qdtree import Workload
+    from layout_core.algorithms.qdtree import Workload
     from layout_core.optimizers.pando import held_out_halves
 
     # references: a, b, a (the same predicate again), c, b -> halves {a, a, c} and {b, b}
@@ -216,7 +218,7 @@ def test_the_plan_keeps_the_queries_each_leaf_is_admitted_by():
 
 
 def test_cells_the_sample_never_saw_go_where_they_add_the_fewest_rows_read():
-    from layout_core.optimize.pando import place_cells
+    from layout_core.algorithms.pando import place_cells
 
     # Blocks: b0 100 rows read by q0, b1 100 rows read by q1; weights q0 = 2, q1 = 1, q2 = 1.
     planned = np.array([[True, False], [False, True], [False, False]])
@@ -236,7 +238,7 @@ def test_cells_the_sample_never_saw_go_where_they_add_the_fewest_rows_read():
 
 
 def test_a_block_that_took_a_new_cell_draws_the_next_one_placed_after_it(monkeypatch):
-    from layout_core.optimize import pando
+    from layout_core.algorithms import pando
 
     # b0: 10 rows read by q0 (weight 2); b1: 40 rows read by q1 (weight 1). Two new cells read
     # by q2 (weight 1), of 20 and 60 rows. Against the planned blocks:

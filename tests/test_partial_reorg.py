@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from layout_core.catalog import BlockRecord, Catalog, CatalogError
-from layout_core.optimize.qdtree import Node, tree_to_json
-from layout_core.pipeline.steps import RunPaths, StepError
-from layout_core.reorg.partial import NewSubtree, ReorgPlan, grafted_tree
-from layout_core.schema import load_schema
-from tests.tpch_layouts import lineitem_trained_on_1_to_11, query_history
+from layout_core.algorithms.qdtree import Node, tree_to_json
+from layout_core.flows.nightly.steps import RunPaths, StepError
+from layout_core.flows.reorg.partial import NewSubtree, ReorgPlan, grafted_tree
+from layout_core.base.schema import load_schema
+from tests.helpers.tpch_layouts import lineitem_trained_on_1_to_11, query_history
 
 SCHEMA = load_schema("tpch")
 
@@ -119,8 +119,8 @@ def _answers_match(spark, tpch_sf001, catalog, queries):
 @pytest.mark.slow
 def test_partial_reorganization_rewrites_only_the_chosen_subtrees_and_keeps_every_answer(
         spark, tpch_sf001, base_layout):
-    from layout_core.reorg.partial import reorganize_in_process
-    from layout_core.reorg.shift import ShiftSettings
+    from layout_core.flows.reorg.partial import reorganize_in_process
+    from layout_core.flows.reorg.shift import ShiftSettings
     from layout_core.workload.tpch import generate
 
     url, warehouse = base_layout
@@ -158,8 +158,8 @@ def test_partial_reorganization_rewrites_only_the_chosen_subtrees_and_keeps_ever
 
 @pytest.mark.slow
 def test_a_killed_or_competing_run_leaves_the_base_version_serving(spark, tpch_sf001, base_layout):
-    from layout_core.reorg import partial
-    from layout_core.reorg.shift import ShiftSettings
+    from layout_core.flows.reorg import partial
+    from layout_core.flows.reorg.shift import ShiftSettings
 
     url, warehouse = base_layout
     settings = ShiftSettings(q=1000)
@@ -197,7 +197,7 @@ def test_a_killed_or_competing_run_leaves_the_base_version_serving(spark, tpch_s
 
 
 def test_run_partitions_needs_the_plan_first(tmp_path):
-    from layout_core.reorg.partial import run_partitions
+    from layout_core.flows.reorg.partial import run_partitions
 
     with pytest.raises(StepError, match="run plan_reorg first"):
         run_partitions(tmp_path, "lineitem", "nothing-planned")
@@ -208,7 +208,7 @@ def test_run_partitions_needs_the_plan_first(tmp_path):
 def test_the_reoptimize_dag_rewrites_a_table_and_reports_its_numbers(base_layout, tmp_path):
     import sqlite3
 
-    from layout_core.airflow_run import airflow_env, run_dag_test
+    from layout_core.airflow.dag_run import airflow_env, run_dag_test
 
     url, warehouse = base_layout
     with Catalog(url) as catalog:
@@ -228,9 +228,9 @@ def test_the_reoptimize_dag_rewrites_a_table_and_reports_its_numbers(base_layout
 
 @pytest.mark.slow
 def test_a_layout_without_a_qd_tree_is_reorganized_whole_or_not_at_all(spark, tpch_sf001, tmp_path):
-    from layout_core.pipeline import steps
-    from layout_core.reorg.partial import reorganize_in_process
-    from layout_core.reorg.shift import ShiftSettings, measure_shift
+    from layout_core.flows.nightly import steps
+    from layout_core.flows.reorg.partial import reorganize_in_process
+    from layout_core.flows.reorg.shift import ShiftSettings, measure_shift
 
     url, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "wh"
     now = dt.datetime.now(dt.timezone.utc)

@@ -10,12 +10,12 @@ import pytest
 from pyroaring import BitMap64
 
 from layout_core.catalog import Catalog
-from layout_core.pipeline import steps
-from layout_core.pipeline.artifacts import Features, read_artifact
-from layout_core.schema import load_schema
+from layout_core.flows.nightly import steps
+from layout_core.flows.nightly.artifacts import Features, read_artifact
+from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex, route_query
 
-from .spark_answers import assert_same_answers_on_layouts
+from tests.helpers.spark_answers import assert_same_answers_on_layouts
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")

@@ -5,9 +5,9 @@ import shutil
 import pytest
 
 from layout_core.catalog import Catalog
-from layout_core.pipeline import steps
-from layout_core.pipeline.artifacts import WrittenBlocks, read_artifact
-from layout_core.schema import load_schema
+from layout_core.flows.nightly import steps
+from layout_core.flows.nightly.artifacts import WrittenBlocks, read_artifact
+from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.workload.tpch import generate, write_sql_file
 
@@ -210,7 +210,7 @@ def test_featurized_rows_of_an_older_version_are_refused(spark, env):
 def test_artifacts_of_an_older_format_or_a_changed_schema_are_refused(spark, env):
     import json
 
-    from layout_core.schema import TableSchema
+    from layout_core.base.schema import TableSchema
 
     paths = _run(spark, env["catalog"], env["warehouse"], env["source"], "run-art", query_log=env["log"],
                  until="write_blocks")

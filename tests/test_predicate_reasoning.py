@@ -1,5 +1,5 @@
 """Property tests of `layout_core.predicates` reasoning against a brute-force
-SQL three-valued-logic evaluator (tests/sql3vl.py).
+SQL three-valued-logic evaluator (tests/helpers/sql3vl.py).
 
 Soundness is what matters: an answer of True from `implies`/`disjoint`, or of
 False from `satisfiable`/`might_match`, is checked against rows — the rows
@@ -28,37 +28,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from layout_core.predicates import (
-    FALSE,
-    TRUE,
-    Between,
-    Column,
-    ColumnCompare,
-    ColumnStats,
-    Compare,
-    InList,
-    IsNull,
-    Like,
-    Opaque,
-    Predicate,
-    atoms,
-    can_be_true_on_nulls,
-    conj,
-    disj,
-    disjoint,
-    dumps,
-    implies,
-    in_list,
-    loads,
-    map_atoms,
-    might_match,
-    negate,
-    satisfiable,
-    to_sql,
+    FALSE, TRUE, Between, Column, ColumnCompare, ColumnStats, Compare, InList, IsNull, Like,
+    Opaque, Predicate, atoms, can_be_true_on_nulls, conj, disj, disjoint, dumps, implies, in_list,
+    loads, map_atoms, might_match, negate, satisfiable, to_sql,
 )
 from layout_core.predicates.model import COMPARISONS
 from layout_core.predicates.reasoning import to_cnf, to_dnf
 
-from .sql3vl import compile_predicate, evaluate, not3
+from tests.helpers.sql3vl import compile_predicate, evaluate, not3
 
 # ---------------------------------------------------------------------------
 # Columns, domains, literals

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layout_core.optimize.fineblock import VectorCounts
-from layout_core.optimize.qdtree import Node, Workload, greedy_tree
+from layout_core.algorithms.fineblock import VectorCounts
+from layout_core.algorithms.qdtree import Node, Workload, greedy_tree
 
 GOLDEN = Path(__file__).parent / "data" / "qdtree_golden.json"
 

@@ -10,11 +10,7 @@ from pyroaring import BitMap64
 from layout_core.catalog import Catalog, QueryRecord, RefRead
 from layout_core.cli import main
 from layout_core.workload.history import (
-    QueryRecorder,
-    parse_query_log,
-    query_template,
-    summarize_history,
-    template_fingerprint,
+    QueryRecorder, parse_query_log, query_template, summarize_history, template_fingerprint,
 )
 from layout_core.workload.tpch import generate
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layout_core.predicates import value_from_json, value_to_json
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.rangesets import grow_column_stats, grow_ranges, taint_column_stats
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 

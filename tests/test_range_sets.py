@@ -12,7 +12,7 @@ import pytest
 
 from layout_core.predicates import ColumnStats, Compare, InList, might_match, value_from_json
 from layout_core.predicates.model import Column
-from layout_core.schema import TableSchema
+from layout_core.base.schema import TableSchema
 from layout_core.skipping.zonemaps import ZoneMaps, might_match_blocks
 from layout_core.spark.blocks import ranges_between_gaps
 

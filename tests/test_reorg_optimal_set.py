@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.reorg.optimal_set import Reorganization, SubtreeShape, optimal_set
+from layout_core.flows.reorg.optimal_set import Reorganization, SubtreeShape, optimal_set
 
 
 def counting(values):

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.optimize.qdtree import Node, Workload, greedy_tree, leaves
-from layout_core.reorg.subtree_rewards import SubtreeBenefits, min_leaf_rows, old_subtrees
+from layout_core.algorithms.qdtree import Node, Workload, greedy_tree, leaves
+from layout_core.flows.reorg.subtree_rewards import SubtreeBenefits, min_leaf_rows, old_subtrees
 from tests.test_qdtree import vcounts, workload
 
 L, S = Node.leaf, Node.split

@@ -12,7 +12,7 @@ import pytest
 
 from layout_core.catalog import Catalog
 from layout_core.predicates import Compare, InList, Like
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.workload.tpch import generate
@@ -30,7 +30,7 @@ def _c(table, name):
 def layout(spark, tpch_sf001, tmp_path_factory):
     from pyspark.sql import functions as F
 
-    from tests.handmade_layout import lay_out
+    from tests.helpers.handmade_layout import lay_out
     from layout_core.spark.views import register_layout_views
 
     warehouse = tmp_path_factory.mktemp("warehouse")

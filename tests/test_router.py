@@ -21,17 +21,9 @@ import pytest
 
 from layout_core.catalog import BlockRecord, Catalog, CutRecord
 from layout_core.predicates import (
-    Column,
-    ColumnCompare,
-    Compare,
-    Hop,
-    InList,
-    JoinInduced,
-    dumps,
-    to_sql,
-    value_to_json,
+    Column, ColumnCompare, Compare, Hop, InList, JoinInduced, dumps, to_sql, value_to_json,
 )
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query
 
@@ -281,7 +273,7 @@ _VIA_Q = (Hop("q", "k", "p", "k2"), Hop("p", "k", "c", "fk"))
 def _induced_or_plain():
     from hypothesis import strategies as st
 
-    from .test_predicate_reasoning import I, S, column_atom, predicates
+    from tests.test_predicate_reasoning import I, S, column_atom, predicates
 
     induced = st.tuples(st.sampled_from([_VIA_P, _VIA_Q]), st.one_of(column_atom(S), column_atom(I))).map(
         lambda hs: JoinInduced(hs[0], hs[1]))

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from layout_core.catalog import BlockRecord, Catalog, CutRecord, TreeNodeRecord
 from layout_core.predicates import Column, Compare, IsNull, dumps, to_sql, value_to_json
-from layout_core.schema import Schema, TableSchema
+from layout_core.base.schema import Schema, TableSchema
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 
 X, Y = Column("x", "int"), Column("y", "int")

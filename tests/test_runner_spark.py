@@ -5,7 +5,7 @@ import pytest
 
 from layout_core.catalog import Catalog
 from layout_core.predicates import Column, Compare
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex
 from layout_core.workload.tpch import generate
 from tests.conftest import TPCH_TABLES
@@ -18,7 +18,7 @@ SCHEMA = load_schema("tpch")
 def lineitem_by_year(spark, tpch_sf001, tmp_path_factory):
     from pyspark.sql import functions as F
 
-    from tests.handmade_layout import lay_out
+    from tests.helpers.handmade_layout import lay_out
     from layout_core.spark.runner import register_raw_tables
     from layout_core.spark.views import register_layout_views
 

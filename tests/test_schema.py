@@ -5,7 +5,7 @@ import json
 import pytest
 
 from layout_core.predicates import Column, Hop
-from layout_core.schema import SchemaError, kind_of, load_schema
+from layout_core.base.schema import SchemaError, kind_of, load_schema
 
 
 def test_tpch_schema_has_eight_tables_with_keys():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tpch_layouts import lineitem_1995_conf
+from tests.helpers.tpch_layouts import lineitem_1995_conf
 
 pytestmark = pytest.mark.slow
 
@@ -33,11 +33,11 @@ def _blocks_of(catalog_url: str, table: str, partition: str) -> set[tuple]:
 
 
 def test_the_nightly_dag_on_a_standalone_cluster_writes_the_local_runs_blocks(spark, tmp_path, tpch_sf001):
-    from layout_core.airflow_run import airflow_env, run_dag_test
+    from layout_core.airflow.dag_run import airflow_env, run_dag_test
     from layout_core.catalog import Catalog
-    from layout_core.pipeline import steps
-    from layout_core.schema import load_schema
-    from layout_core.spark_cluster import master_state, standalone_cluster
+    from layout_core.flows.nightly import steps
+    from layout_core.base.schema import load_schema
+    from tests.helpers.spark_cluster import master_state, standalone_cluster
 
     conf = lineitem_1995_conf(tpch_sf001, tmp_path)
     urls = {}
@@ -76,9 +76,9 @@ import sys
 from pathlib import Path
 
 from layout_core.catalog import Catalog
-from layout_core.pipeline import steps
-from layout_core.schema import load_schema
-from layout_core.spark_session import local_session
+from layout_core.flows.nightly import steps
+from layout_core.base.schema import load_schema
+from layout_core.spark.session import local_session
 
 args = json.loads(sys.argv[1])
 spark = local_session("layout-worker-loss", master=args["master"], extra=args["spark_conf"])
@@ -143,7 +143,7 @@ QUERIES = [  # on lineitem's 1995 partition (TPC-H Q1, Q6, Q12, Q14 shapes and p
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A master and a worker (1 core, 2g) on free ports, for the tests that kill its processes."""
-    from layout_core.spark_cluster import free_ports, running_cluster
+    from tests.helpers.spark_cluster import free_ports, running_cluster
 
     port, web_port, worker_web_port = free_ports(3)
     with running_cluster(tmp_path_factory.mktemp("spark-cluster"), port=port, web_port=web_port,
@@ -194,8 +194,8 @@ class LayoutApp:
         return self
 
     def __exit__(self, *exc):
-        from layout_core.processes import stop_processes
-        from layout_core.spark_cluster import session_members
+        from layout_core.airflow.processes import stop_processes
+        from tests.helpers.spark_cluster import session_members
 
         stop_processes([self.process.pid, *session_members(self.process.pid)], timeout=20,
                        processes=[self.process])
@@ -299,8 +299,8 @@ def check_the_layout(spark, app, tpch) -> None:
     import pyarrow.parquet as pq
 
     from layout_core.catalog import Catalog
-    from layout_core.schema import load_schema
-    from tests.spark_answers import assert_same_answers_on_layouts
+    from layout_core.base.schema import load_schema
+    from tests.helpers.spark_answers import assert_same_answers_on_layouts
 
     metrics = json.loads((app.folder / "result.json").read_text())
     raw = pq.read_table(tpch / "lineitem.parquet", columns=["l_orderkey", "l_linenumber", "l_shipdate"])
@@ -369,8 +369,8 @@ def test_the_layout_job_survives_the_loss_of_its_worker_and_finishes_on_a_new_on
     import signal
     import time
 
-    from layout_core.processes import alive
-    from layout_core.spark_cluster import free_ports
+    from layout_core.airflow.processes import alive
+    from tests.helpers.spark_cluster import free_ports
 
     workers = [w for w in cluster.workers if w.poll() is None]
     assert len(workers) == 1

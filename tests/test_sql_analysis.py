@@ -10,21 +10,10 @@ from decimal import Decimal
 import pytest
 
 from layout_core.predicates import (
-    TRUE,
-    Between,
-    Column,
-    ColumnCompare,
-    Compare,
-    Hop,
-    InList,
-    IsNull,
-    Like,
-    Opaque,
-    conj,
-    negate,
+    TRUE, Between, Column, ColumnCompare, Compare, Hop, InList, IsNull, Like, Opaque, conj, negate,
     to_sql,
 )
-from layout_core.schema import load_schema
+from layout_core.base.schema import load_schema
 from layout_core.sql.analysis import Edge, QueryError, analyze, candidate_cuts
 from layout_core.sql.statements import split_statements
 from layout_core.workload.tpch import generate
@@ -418,7 +407,7 @@ select "a;b" from u -- end ; here
 
 
 def test_sqlglot_schema_is_built_once_per_schema_and_never_shared():
-    from layout_core.schema import schema_from_dict
+    from layout_core.base.schema import schema_from_dict
     from layout_core.sql.analysis import sqlglot_schema
 
     one = schema_from_dict({"tables": {"t": {"columns": {"a": "int"}}}})

@@ -7,14 +7,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.optimize.fineblock import VectorCounts
-from layout_core.optimize.qdtree import greedy_tree, skipped_rows, tree_blocking_map
-from layout_core.schema import load_schema
+from layout_core.algorithms.fineblock import VectorCounts
+from layout_core.algorithms.qdtree import greedy_tree, skipped_rows, tree_blocking_map
+from layout_core.base.schema import load_schema
 from layout_core.sql.analysis import analyze
-from layout_core.workload.tree_inputs import (candidate_cut_lists, is_range_atom,
-                                              or_hull_cuts, range_filtered_columns, workload_matrices)
-from layout_core.predicates import And, Between, Column, Compare, InList, Or, disjoint, implies, to_sql
-from tests.sql3vl import evaluate
+from layout_core.workload.tree_inputs import (
+    candidate_cut_lists, is_range_atom, or_hull_cuts, range_filtered_columns, workload_matrices,
+)
+from layout_core.predicates import (
+    And, Between, Column, Compare, InList, Or, disjoint, implies, to_sql,
+)
+from tests.helpers.sql3vl import evaluate
 
 SCHEMA = load_schema("tpch")
 

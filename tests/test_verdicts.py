@@ -7,8 +7,10 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from layout_core.predicates import (TRUE, Column, ColumnStats, Compare, Hop, InList, JoinInduced, Opaque,
-                                    PredicateVisitor, conj, negate)
+from layout_core.predicates import (
+    TRUE, Column, ColumnStats, Compare, Hop, InList, JoinInduced, Opaque, PredicateVisitor, conj,
+    negate,
+)
 from layout_core.predicates.model import VISIT_METHODS
 from layout_core.predicates.reasoning import atom_sets, box_of, to_cnf, to_dnf
 from layout_core.skipping.router import CutMasks, LayoutIndex, cut_masks, cut_verdict, route_layout

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from layout_core.catalog import ActiveLayout, BlockRecord, QueryRecord, TreeNodeRecord, VersionInfo
-from layout_core.optimize.qdtree import Workload
-from layout_core.reorg.monitor import asset_extra, report_path
-from layout_core.reorg.shift import ShiftSettings, old_tree, partition_rewards, window_queries
-from layout_core.schema import load_schema
+from layout_core.algorithms.qdtree import Workload
+from layout_core.flows.reorg.monitor import asset_extra, report_path
+from layout_core.flows.reorg.shift import ShiftSettings, old_tree, partition_rewards, window_queries
+from layout_core.base.schema import load_schema
 from layout_core.workload.history import template_fingerprint
-from tests.tpch_layouts import lineitem_trained_on_1_to_11, query_history
+from tests.helpers.tpch_layouts import lineitem_trained_on_1_to_11, query_history
 
 UTC = dt.timezone.utc
 NOW = dt.datetime(2026, 11, 25, 12, tzinfo=UTC)
@@ -129,7 +129,7 @@ def shifted_catalog(spark, tpch_sf001, tmp_path_factory):
 @pytest.mark.slow
 def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, shifted_catalog):
     from layout_core.catalog import Catalog
-    from layout_core.reorg.shift import measure_shift
+    from layout_core.flows.reorg.shift import measure_shift
 
     url, _ = shifted_catalog
     with Catalog(url) as catalog:
@@ -159,7 +159,7 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
 
 @pytest.mark.slow
 def test_the_monitor_dag_emits_an_asset_event_for_a_shifted_table(shifted_catalog, tmp_path):
-    from layout_core.airflow_run import airflow_env, run_dag_test
+    from layout_core.airflow.dag_run import airflow_env, run_dag_test
     from layout_core.catalog import Catalog
 
     url, home = shifted_catalog

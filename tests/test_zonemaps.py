@@ -7,10 +7,14 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.predicates import Column, ColumnCompare, ColumnStats, Compare, InList, IsNull, might_match, negate
+from layout_core.predicates import (
+    Column, ColumnCompare, ColumnStats, Compare, InList, IsNull, might_match, negate,
+)
 from layout_core.skipping.zonemaps import ZoneMaps, might_match_blocks
-from tests.sql3vl import evaluate
-from tests.test_predicate_reasoning import COMMON, _interpretations, block_stats, focused, predicates, row_sets
+from tests.helpers.sql3vl import evaluate
+from tests.test_predicate_reasoning import (
+    COMMON, _interpretations, block_stats, focused, predicates, row_sets,
+)
 
 
 @settings(max_examples=500, **COMMON)

@@ -33,12 +33,12 @@ import shutil
 import time
 from pathlib import Path
 
-from ..catalog import Catalog
-from ..schema import load_schema
-from ..skipping.router import RoutingIndex, route_query
-from ..workload.tpch import generate, write_sql_file
-from ..workload.tpch_data import generate_tpch
-from .sun import LONG_RUN_JVM
+from layout_core.catalog import Catalog
+from layout_core.base.schema import load_schema
+from layout_core.skipping.router import RoutingIndex, route_query
+from layout_core.workload.tpch import generate, write_sql_file
+from layout_core.workload.tpch_data import generate_tpch
+from layout_core.bench.sun import LONG_RUN_JVM
 
 log = logging.getLogger("layout.bench.changes")
 
@@ -50,9 +50,9 @@ UNUSED_PARTS = 500
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 4, seed: int = 1,
         work: Path = Path(".layout/bench/changes")) -> dict:
-    from ..changes.apply import apply_changes_in_process
-    from ..pipeline import steps
-    from ..spark_session import local_session
+    from layout_core.flows.changes.apply import apply_changes_in_process
+    from layout_core.flows.nightly import steps
+    from layout_core.spark.session import local_session
 
     work = work.resolve()
     schema = load_schema("tpch")
@@ -204,11 +204,11 @@ def _with_cuts_unrepaired(snapshot, older: dict[str, int]):
 def _recompute_seconds(spark, url: str, schema, table: str, base_version: int) -> float:
     """Seconds to compute, from the full current tables, the literal keys of every cut the batch
     on `table` repaired (what a re-layout of the fact tables would do for them)."""
-    from ..pipeline.steps import active_sources, source_frames
-    from ..predicates import loads
-    from ..spark.featurize import path_tables
-    from ..spark.induced import literal_keys
-    from ..optimizers import CandidateCut
+    from layout_core.flows.nightly.steps import active_sources, source_frames
+    from layout_core.predicates import loads
+    from layout_core.spark.featurize import path_tables
+    from layout_core.spark.induced import literal_keys
+    from layout_core.optimizers import CandidateCut
 
     with Catalog(url) as catalog:
         snapshot = catalog.snapshot()
@@ -226,9 +226,9 @@ def _recompute_seconds(spark, url: str, schema, table: str, base_version: int) -
 
 
 def _same_answers(spark, url: str, schema, statements, current: dict) -> bool:
-    from ..skipping.rewrite import rewrite_sql
-    from ..spark.compare import same_rows
-    from ..spark.views import register_layout_views
+    from layout_core.skipping.rewrite import rewrite_sql
+    from layout_core.spark.compare import same_rows
+    from layout_core.spark.views import register_layout_views
 
     for table, frame in current.items():
         frame.createOrReplaceTempView(table)

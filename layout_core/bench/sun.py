@@ -34,14 +34,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..optimize.features import select_features
-from ..optimizers import CandidateCut, VectorSample, plan_layout
-from ..predicates import Predicate, TRUE, conj, conjuncts, to_sql
-from ..schema import Schema, TableSchema, load_schema
-from ..skipping.router import LayoutIndex, route_layout
-from ..sql.analysis import QueryError, analyze
-from ..workload.tpch import generate
-from ..workload.tpch_data import generate_tpch
+from layout_core.algorithms.features import select_features
+from layout_core.optimizers import CandidateCut, VectorSample, plan_layout
+from layout_core.predicates import Predicate, TRUE, conj, conjuncts, to_sql
+from layout_core.base.schema import Schema, TableSchema, load_schema
+from layout_core.skipping.router import LayoutIndex, route_layout
+from layout_core.sql.analysis import QueryError, analyze
+from layout_core.workload.tpch import generate
+from layout_core.workload.tpch_data import generate_tpch
 
 log = logging.getLogger("layout.bench.sun")
 
@@ -94,10 +94,11 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from ..spark.assign import tie_order, with_plan_blocks
-    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, with_pieces, write_block_folders
-    from ..spark.featurize import with_vectors
-    from ..spark_session import local_session
+    from layout_core.spark.assign import tie_order, with_plan_blocks
+    from layout_core.base.names import BLOCK_ID_COLUMN
+    from layout_core.spark.blocks import summarize_blocks, with_pieces, write_block_folders
+    from layout_core.spark.featurize import with_vectors
+    from layout_core.spark.session import local_session
 
     work = work.resolve()
     steps: dict[str, float] = {}
@@ -160,7 +161,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         data_cols = list(wide_table.column_names)
         order = tie_order(data_cols)
         fine = (with_pieces(flagged, pieces, PIECE_KEYS, order)
-                .withColumnRenamed("_block", BLOCK_COLUMN).cache())
+                .withColumnRenamed("_block", BLOCK_ID_COLUMN).cache())
         fine_summaries = summarize_blocks(fine, wide_table, len(cuts))
         steps["assign_and_stats"] = time.monotonic() - t0
 
@@ -169,11 +170,11 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
         everything = VectorSample(*_whole_table(pairs))
         range_plan = plan_layout("sortkey", wide_table, everything, cuts,
                                  settings={"block_rows": mean_block, "sort_column": "o_orderdate"})
-        range1 = with_plan_blocks(flagged, range_plan).withColumnRenamed("_block", BLOCK_COLUMN)
+        range1 = with_plan_blocks(flagged, range_plan).withColumnRenamed("_block", BLOCK_ID_COLUMN)
         per_month = F.row_number().over(Window.partitionBy("month").orderBy(
             "r_name", "c_mktsegment", "l_quantity", *order)) - 1
         month_rank = F.dense_rank().over(Window.orderBy("month")) * 100000
-        range2 = flagged.withColumn(BLOCK_COLUMN, (month_rank + F.floor(per_month / mean_block)).cast("int"))
+        range2 = flagged.withColumn(BLOCK_ID_COLUMN, (month_rank + F.floor(per_month / mean_block)).cast("int"))
         layouts = {
             "range": LayoutIndex.from_blocks("range", summarize_blocks(range1, wide_table, 0), []),
             "range2": LayoutIndex.from_blocks("range2", summarize_blocks(range2, wide_table, 0), []),
@@ -226,7 +227,7 @@ def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 1
             for size in sorted({max(1, int(block_rows * f)) for f in (0.1, 0.25, 0.5, 1, 2, 4)}):
                 sweep_pieces, n_blocks, _ = fineblock_map(size)
                 blocked = with_pieces(flagged, sweep_pieces, PIECE_KEYS, order) \
-                    .withColumnRenamed("_block", BLOCK_COLUMN)
+                    .withColumnRenamed("_block", BLOCK_ID_COLUMN)
                 index = LayoutIndex.from_blocks("sweep", summarize_blocks(blocked, wide_table, len(cuts)),
                                               [c.predicate for c in cuts])
                 scanned = sum(route_layout(p, p, index).rows for p in test_preds)

@@ -46,14 +46,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..optimizers import TableQueries
-from ..predicates import TRUE, to_sql
-from ..schema import load_schema
-from ..skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
-from ..sql.analysis import analyze
-from ..workload.tpch import generate
-from ..workload.tpch_data import generate_tpch
-from .sun import LONG_RUN_JVM
+from layout_core.optimizers import TableQueries
+from layout_core.predicates import TRUE, to_sql
+from layout_core.base.schema import load_schema
+from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
+from layout_core.sql.analysis import analyze
+from layout_core.workload.tpch import generate
+from layout_core.workload.tpch_data import generate_tpch
+from layout_core.bench.sun import LONG_RUN_JVM
 
 log = logging.getLogger("layout.bench.tpch")
 
@@ -109,7 +109,7 @@ def index_bytes(plan, tree_nodes: int, lineage: dict, literal_key_bytes: int) ->
     """What the router keeps besides zone maps and cut bits: the routing trees'
     `tree_nodes` nodes, the blocks' lineage (leaf ids per tree), the cell ->
     block map Pando keeps for inserts, and the literal keys of join-induced cuts."""
-    from ..optimizers.plan import TupleBlocks
+    from layout_core.optimizers.plan import TupleBlocks
 
     lineage_ids = sum(len(leaves) for per_tree in lineage.values() for leaves in per_tree)
     cells = 0
@@ -127,13 +127,15 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     are laid out too, and the semi-join lower bound is computed."""
     if dips:
         layouts = tuple(dict.fromkeys((*layouts, *DIP_LAYOUTS)))
-    from ..catalog import BlockRecord
-    from ..pipeline.in_memory import lay_out_in_memory
-    from ..pipeline.steps import tree_records
-    from ..spark.assign import BLOCK_INDEX, block_lineage
-    from ..spark.blocks import BLOCK_COLUMN, summarize_blocks, write_block_folders
-    from ..spark.induced import literal_keys
-    from ..spark_session import local_session
+    from layout_core.catalog import BlockRecord
+    from layout_core.flows.nightly.in_memory import lay_out_in_memory
+    from layout_core.flows.nightly.steps import tree_records
+    from layout_core.base.names import BLOCK_INDEX_COLUMN
+    from layout_core.spark.assign import block_lineage
+    from layout_core.base.names import BLOCK_ID_COLUMN
+    from layout_core.spark.blocks import summarize_blocks, write_block_folders
+    from layout_core.spark.induced import literal_keys
+    from layout_core.spark.session import local_session
 
     work = work.resolve()
     schema = load_schema("tpch")
@@ -172,9 +174,9 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
                 extra = tree_settings if optimizers[kind] in ("qdtree", "mto", "pando") else None
                 laid = lay_out_in_memory(table, tables[name], tables, optimizers[kind],
                                          layout_settings(kind, name, block_rows, extra), table_queries)
-                blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX, BLOCK_COLUMN)
+                blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX_COLUMN, BLOCK_ID_COLUMN)
                 summaries = summarize_blocks(blocked, table, len(laid.cuts))
-                lineage, cells = block_lineage(blocked, laid.plan.routing_trees(), BLOCK_COLUMN)
+                lineage, cells = block_lineage(blocked, laid.plan.routing_trees(), BLOCK_ID_COLUMN)
                 for cut in laid.cuts:
                     if cut.kind == "join_induced" and cut.sql not in key_bytes:
                         key_bytes[cut.sql] = len(literal_keys(tables, cut.predicate).serialize())
@@ -343,7 +345,7 @@ def semijoin_lower_bound(spark, analyses, block_rows: int) -> dict:
 def _reduced_sql(analysis, key: str, visited: frozenset) -> str:
     """SQL for the rows of reference `key` that pass its predicate and match, on
     every incoming edge from a reference not yet visited, that reference's reduced rows."""
-    from ..predicates import identifier
+    from layout_core.predicates import identifier
 
     ref = analysis.ref(key)
     conditions = []
@@ -412,9 +414,9 @@ def spark_end_to_end(spark, schema, statements: list[str], raw_paths: dict, fold
     Times are wall seconds of `collect()`; the rewriting (routing) itself is
     not timed here (B1 reports router latency).
     """
-    from ..skipping.rewrite import rewrite_sql
-    from ..spark.compare import same_rows
-    from ..spark.runner import scan_metrics
+    from layout_core.skipping.rewrite import rewrite_sql
+    from layout_core.spark.compare import same_rows
+    from layout_core.spark.runner import scan_metrics
 
     kinds = [*indexes, NEEDED]
     raw = {t: spark.read.parquet(str(raw_paths[t])) for t in schema.tables}
@@ -487,7 +489,7 @@ def needed_rows_queries(spark, schema, statements: list[str], raw_paths: dict, f
     The raw tables must be the registered views: join-induced predicates read them."""
     from sqlglot import exp
 
-    from ..sql.analysis import parse_query, tag_tables
+    from layout_core.sql.analysis import parse_query, tag_tables
 
     shutil.rmtree(folder, ignore_errors=True)
     key_hops = schema.key_hops()

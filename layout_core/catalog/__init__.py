@@ -1,25 +1,13 @@
 """The layout catalog: tables, layout versions, their cuts, blocks and trees (SQLAlchemy Core)."""
 
-from .records import (
-    CUT_KINDS,
-    QUERY_SOURCES,
-    STATES,
-    UNPARTITIONED,
-    ActiveLayout,
-    BlockRecord,
-    CalibrationRecord,
-    CatalogSnapshot,
-    CutRecord,
-    CutUpdate,
-    PurgeRecord,
-    QueryRecord,
-    RefRead,
-    TableInfo,
-    TreeNodeRecord,
-    VersionInfo,
-    leaf_of,
+from layout_core.catalog.records import (
+    CUT_KINDS, QUERY_SOURCES, STATES, UNPARTITIONED, ActiveLayout, BlockRecord, CalibrationRecord,
+    CatalogSnapshot, CutRecord, CutUpdate, PurgeRecord, QueryRecord, RefRead, TableInfo,
+    TreeNodeRecord, VersionInfo, leaf_of,
 )
-from .store import Catalog, CatalogError, CatalogUnreachable, VersionSuperseded, check_trees
+from layout_core.catalog.store import (
+    Catalog, CatalogError, CatalogUnreachable, VersionSuperseded, check_trees,
+)
 
 __all__ = [
     "CUT_KINDS",

@@ -22,21 +22,9 @@ from typing import Any, Callable, Iterable, Iterator
 
 import sqlalchemy as sa
 
-from .records import (
-    STATES,
-    ActiveLayout,
-    BlockRecord,
-    CalibrationRecord,
-    CatalogSnapshot,
-    CutRecord,
-    CutUpdate,
-    PurgeRecord,
-    QueryRecord,
-    RefRead,
-    TableInfo,
-    TreeNodeRecord,
-    VersionInfo,
-    tree_roots,
+from layout_core.catalog.records import (
+    STATES, ActiveLayout, BlockRecord, CalibrationRecord, CatalogSnapshot, CutRecord, CutUpdate,
+    PurgeRecord, QueryRecord, RefRead, TableInfo, TreeNodeRecord, VersionInfo, tree_roots,
 )
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -216,7 +204,7 @@ class CatalogUnreachable(CatalogError):
     masked; `reason` is the driver's reason alone, without the URL."""
 
     def __init__(self, url: str, error: BaseException) -> None:
-        from ..params import masked_url, without_secrets
+        from layout_core.base.urls import masked_url, without_secrets
 
         lines = str(getattr(error, "orig", None) or error).strip().splitlines()
         self.reason = without_secrets(lines[0] if lines else type(error).__name__, url)[:300]

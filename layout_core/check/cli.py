@@ -7,8 +7,9 @@ import json
 import logging
 import sys
 
-from ..errors import UserError
-from ..params import input_path, masked_url
+from layout_core.base.errors import UserError
+from layout_core.base.params import input_path
+from layout_core.base.urls import masked_url
 
 log = logging.getLogger("layout.check")
 
@@ -53,12 +54,12 @@ def _positive(text: str) -> int:
 
 
 def cmd_check(args) -> int:
-    from ..catalog import Catalog
-    from ..config import load_settings
-    from ..schema import load_schema
-    from .engines import DuckDBEngine, SparkEngine, raw_tables
-    from .profile import profile_of
-    from .run import run_check
+    from layout_core.catalog import Catalog
+    from layout_core.base.config import load_settings
+    from layout_core.base.schema import load_schema
+    from layout_core.check.engines import DuckDBEngine, SparkEngine, raw_tables
+    from layout_core.check.profile import profile_of
+    from layout_core.check.run import run_check
 
     settings = load_settings(catalog_url=args.catalog)
     if args.raw:
@@ -80,7 +81,7 @@ def cmd_check(args) -> int:
         nonlocal session
         from pyspark.sql import SparkSession
 
-        from ..spark_session import local_session
+        from layout_core.spark.session import local_session
 
         running = SparkSession.getActiveSession()  # a caller's session (tests): used, never stopped
         spark = local_session("layout-check")

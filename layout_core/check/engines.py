@@ -17,9 +17,9 @@ import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..catalog import CatalogSnapshot
-from ..schema import Schema
-from .profile import active_block_files
+from layout_core.catalog import CatalogSnapshot
+from layout_core.base.schema import Schema
+from layout_core.check.profile import active_block_files
 
 
 class EngineError(Exception):
@@ -125,7 +125,7 @@ class SparkEngine:
     name = "spark"
 
     def __init__(self, spark, schema: Schema, snapshot: CatalogSnapshot, raw: Mapping[str, str] | None = None):
-        from ..spark.views import register_layout_views
+        from layout_core.spark.views import register_layout_views
 
         self.spark = spark
         tables = list(schema.tables.values())

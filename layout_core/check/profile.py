@@ -16,9 +16,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ..catalog import CatalogSnapshot
-from ..predicates import value_from_json
-from ..schema import Schema, kind_of
+from layout_core.catalog import CatalogSnapshot
+from layout_core.predicates import value_from_json
+from layout_core.base.schema import Schema, kind_of
 
 # Kinds the generator writes literals for; other columns are only projected or counted.
 LITERAL_KINDS = ("int", "decimal", "string", "date")

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Iterator
 
-from ..predicates.render import literal as _spark_literal
-from ..schema import Schema
-from .profile import LITERAL_KINDS, ColumnValues, DataProfile
+from layout_core.predicates.render import literal as _spark_literal
+from layout_core.base.schema import Schema
+from layout_core.check.profile import LITERAL_KINDS, ColumnValues, DataProfile
 
 # Every feature a run should cover (`tests/test_check_generator.py` checks each appears).
 PREDICATE_FEATURES = ("comparison", "between", "in_list", "is_null", "like", "date_arithmetic",

@@ -20,13 +20,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..catalog import CatalogSnapshot
-from ..schema import Schema
-from ..skipping.rewrite import rewrite_sql
-from ..skipping.router import RoutingIndex, route_query
-from .engines import EngineError
-from .profile import DataProfile
-from .random_queries import GeneratedQuery, generate_queries
+from layout_core.catalog import CatalogSnapshot
+from layout_core.base.schema import Schema
+from layout_core.skipping.rewrite import rewrite_sql
+from layout_core.skipping.router import RoutingIndex, route_query
+from layout_core.check.engines import EngineError
+from layout_core.check.profile import DataProfile
+from layout_core.check.random_queries import GeneratedQuery, generate_queries
 
 log = logging.getLogger("layout.check")
 

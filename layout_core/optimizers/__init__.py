@@ -6,41 +6,14 @@
 
 from __future__ import annotations
 
-from .base import CandidateCut, Optimizer, PlanError, Setting, TableQueries, VectorSample, PlanWorkload
-from .fineblock import FineBlock
-from .hilbert import Hilbert
-from .mto import Mto
-from .pando import Pando
-from .plan import LayoutPlan, plan_layout
-from .qdtree import QdTree
-from .sortkey import SortKey
-from .tuned import Tuned
-from .zorder import ZOrder
+from layout_core.optimizers.base import (
+    CandidateCut, Optimizer, PlanError, PlanWorkload, Setting, TableQueries, VectorSample,
+)
+from layout_core.optimizers.plan import LayoutPlan
+from layout_core.optimizers.registry import (
+    REGISTRY, build_registry, get_optimizer, optimizer_names, optimizer_settings, plan_layout,
+)
 
-
-def build_registry(*classes: type[Optimizer]) -> dict[str, Optimizer]:
-    registry: dict[str, Optimizer] = {}
-    for cls in classes:
-        if cls.name in registry:
-            raise ImportError(f"two optimizers are registered as {cls.name!r}: "
-                              f"{type(registry[cls.name]).__name__} and {cls.__name__}")
-        registry[cls.name] = cls()
-    return registry
-
-
-REGISTRY = build_registry(FineBlock, SortKey, QdTree, Mto, Pando, ZOrder, Hilbert, Tuned)
-
-
-def optimizer_names() -> tuple[str, ...]:
-    return tuple(REGISTRY)
-
-
-def get_optimizer(name: str) -> Optimizer:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise PlanError(f"unknown optimizer {name!r}; registered: {', '.join(REGISTRY)}") from None
-
-
-__all__ = ["CandidateCut", "LayoutPlan", "Optimizer", "PlanError", "REGISTRY", "Setting", "TableQueries",
-           "VectorSample", "PlanWorkload", "get_optimizer", "optimizer_names", "plan_layout"]
+__all__ = ["CandidateCut", "LayoutPlan", "Optimizer", "PlanError", "PlanWorkload", "REGISTRY", "Setting",
+           "TableQueries", "VectorSample", "build_registry", "get_optimizer", "optimizer_names",
+           "optimizer_settings", "plan_layout"]

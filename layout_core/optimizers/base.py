@@ -23,10 +23,10 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import UserError
-from ..params import MAX_BLOCK_ROWS
-from ..predicates import Predicate, to_sql
-from ..schema import TableSchema
+from layout_core.base.errors import UserError
+from layout_core.base.names import MAX_BLOCK_ROWS
+from layout_core.predicates import Predicate, to_sql
+from layout_core.base.schema import TableSchema
 
 
 class PlanError(UserError, ValueError):
@@ -128,7 +128,7 @@ class PlanWorkload:
         return len(self.implies)
 
     def matrices(self, n_cuts: int):
-        from ..optimize.qdtree import Workload
+        from layout_core.algorithms.qdtree import Workload
 
         shape = (self.queries, n_cuts)
         return Workload(np.array(self.implies, dtype=bool).reshape(shape),
@@ -156,7 +156,9 @@ class TableQueries:
 
     def summary(self, cuts: Sequence[CandidateCut], table: TableSchema) -> PlanWorkload:
         """The workload matrices of `cuts`, and the columns filtered most (those with a min and max)."""
-        from ..workload.tree_inputs import filtered_columns, range_filtered_columns, workload_matrices
+        from layout_core.workload.tree_inputs import (
+            filtered_columns, range_filtered_columns, workload_matrices,
+        )
 
         orderable = set(table.orderable_columns)
         matrices = workload_matrices(self.analyses, self.table, self.key_hops, [c.predicate for c in cuts])
@@ -193,7 +195,7 @@ class VectorSample:
         return self.rows / self.sampled_rows if self.sampled_rows else 1.0
 
     def vectors(self, n_cuts: int) -> np.ndarray:
-        from ..optimize.fineblock import unpack_bit_strings
+        from layout_core.algorithms.fineblock import unpack_bit_strings
 
         return unpack_bit_strings(list(self.keys), n_cuts)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import BLOCK_ROWS, EXCLUDE_COLUMNS, CandidateCut, Optimizer, Setting, excluded, show_progress
-from .plan import PieceBlocks, new_plan
+from layout_core.optimizers.base import (
+    BLOCK_ROWS, EXCLUDE_COLUMNS, CandidateCut, Optimizer, Setting, excluded, show_progress,
+)
+from layout_core.optimizers.plan import PieceBlocks, new_plan
 
 NUM_FEAT = Setting("num_feat", "int", 15, "features mined from the log (Sun's numFeat)")
 MIN_SUPPORT = Setting("min_support", "int", 2, "queries a feature must subsume (frequent itemset support T)")
@@ -18,8 +20,8 @@ class FineBlock(Optimizer):
     router_keeps = "cut bits"
 
     def choose_cuts(self, workload, settings):
-        from ..optimize.features import select_features
-        from ..sql.analysis import candidate_cuts
+        from layout_core.algorithms.features import select_features
+        from layout_core.sql.analysis import candidate_cuts
 
         queries = [candidate_cuts(a, ref.key, workload.key_hops)[0]
                    for a in workload.analyses for ref in a.refs_of_table(workload.table)]
@@ -30,7 +32,7 @@ class FineBlock(Optimizer):
         return [CandidateCut(f.predicate, "simple", f.support) for f in features]
 
     def fit(self, inputs, settings):
-        from ..optimize.fineblock import VectorCounts, bottom_up
+        from layout_core.algorithms.fineblock import VectorCounts, bottom_up
 
         keys = inputs.vectors.keys
         if not keys:

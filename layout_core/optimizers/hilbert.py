@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .zorder import CurveOptimizer
+from layout_core.optimizers.zorder import CurveOptimizer
 
 
 class Hilbert(CurveOptimizer):

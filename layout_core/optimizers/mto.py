@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .qdtree import TreeOptimizer
+from layout_core.optimizers.qdtree import TreeOptimizer
 
 
 class Mto(TreeOptimizer):

@@ -7,10 +7,12 @@ import math
 
 import numpy as np
 
-from .base import (BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SORT_COLUMN, PlanError, Setting,
-                   show_progress, sort_columns)
-from .plan import TupleBlocks, as_tuples, new_plan
-from .qdtree import TreeOptimizer
+from layout_core.optimizers.base import (
+    BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SORT_COLUMN, PlanError, Setting,
+    show_progress, sort_columns,
+)
+from layout_core.optimizers.plan import TupleBlocks, as_tuples, new_plan
+from layout_core.optimizers.qdtree import TreeOptimizer
 
 log = logging.getLogger("layout.pando")
 
@@ -57,7 +59,7 @@ class Pando(TreeOptimizer):
         return resolved
 
     def fit(self, inputs, settings):
-        from ..optimize.fineblock import VectorCounts
+        from layout_core.algorithms.fineblock import VectorCounts
 
         m, sample = len(inputs.cuts), inputs.vectors
         if sample.rows == 0:
@@ -93,7 +95,7 @@ class Pando(TreeOptimizer):
 
 def grow_layout(vc, workload, k: int, block_rows: int, max_tuples: int):
     """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs."""
-    from ..optimize.pando import bottom_up_blocks, grow_within_bound, truncate
+    from layout_core.algorithms.pando import bottom_up_blocks, grow_within_bound, truncate
 
     grown = grow_within_bound(vc, workload, k, block_rows, max_tuples, progress=show_progress())
     blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows, progress=show_progress())
@@ -101,8 +103,8 @@ def grow_layout(vc, workload, k: int, block_rows: int, max_tuples: int):
 
 
 def tuple_blocks(layout, order: tuple[str, ...], workload) -> TupleBlocks:
-    from ..optimize.pando import admitted, fallback_blocks
-    from ..optimize.qdtree import leaves, tree_to_json
+    from layout_core.algorithms.pando import admitted, fallback_blocks
+    from layout_core.algorithms.qdtree import leaves, tree_to_json
 
     grown, blocks, truncated = layout
     n_leaves_0 = sum(1 for _ in leaves(grown.trees[0]))
@@ -121,7 +123,9 @@ def place_unseen_cells(rule: TupleBlocks, expected_block_rows, tuples, rows) -> 
     the block whose queries it adds the fewest rows read to
     (`optimize.pando.place_cells`), or the fallback block of its tree-0 leaf
     for a plan without the leaves' queries."""
-    from ..optimize.pando import admitted_tuples, cell_block_pairs, place_cells, reads_per_block
+    from layout_core.algorithms.pando import (
+        admitted_tuples, cell_block_pairs, place_cells, reads_per_block,
+    )
 
     tuples = np.asarray(tuples, dtype=np.int64).reshape(-1, rule.k)
     if not rule.leaf_reads:
@@ -134,7 +138,7 @@ def place_unseen_cells(rule: TupleBlocks, expected_block_rows, tuples, rows) -> 
 
 def rows_read_share(vc, workload, trees, blocks) -> float:
     """The estimated share of the table's rows a training query reads (weighted mean)."""
-    from ..optimize.pando import estimated_rows_read
+    from layout_core.algorithms.pando import estimated_rows_read
 
     total = float(vc.counts.sum())
     if total == 0 or workload.n_queries == 0:
@@ -145,8 +149,8 @@ def rows_read_share(vc, workload, trees, blocks) -> float:
 
 def mto_as_cells(vc, workload, block_rows: int):
     """mto's tree and its leaf blocks as a one-tree Pando layout, to compare k = 1 with the others."""
-    from ..optimize.pando import PandoBlocks
-    from ..optimize.qdtree import greedy_tree, leaf_blocks, leaves
+    from layout_core.algorithms.pando import PandoBlocks
+    from layout_core.algorithms.qdtree import greedy_tree, leaf_blocks, leaves
 
     root = greedy_tree(vc, workload, block_rows, objective="router")
     by_id = sorted(leaves(root), key=lambda leaf: leaf.leaf_id)
@@ -168,7 +172,7 @@ def held_out_halves(workload):
     alternately to the halves; identical rows (two references of one query
     with the same predicate, a query run twice) stay in one half, so the
     other half measures queries the layout was not fitted to."""
-    from ..optimize.qdtree import Workload
+    from layout_core.algorithms.qdtree import Workload
 
     rows = np.concatenate([workload.implies, workload.disjoint], axis=1)
     _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)

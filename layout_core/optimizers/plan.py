@@ -27,9 +27,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..schema import TableSchema
-from .base import (CandidateCut, Optimizer, PlanError, PlanInputs, VectorSample, PlanWorkload,
-                   schema_fingerprint)
+from layout_core.base.schema import TableSchema
+from layout_core.optimizers.base import (
+    Optimizer, PlanError, PlanInputs, schema_fingerprint,
+)
 
 log = logging.getLogger("layout.plan")
 
@@ -99,7 +100,7 @@ class TreeBlocks:
     sort_columns: tuple[str, ...]
 
     def root(self):
-        from ..optimize.qdtree import tree_from_json
+        from layout_core.algorithms.qdtree import tree_from_json
 
         return tree_from_json(as_lists(self.tree))
 
@@ -137,12 +138,12 @@ class TupleBlocks:
         return len(self.trees)
 
     def roots(self) -> tuple:
-        from ..optimize.qdtree import tree_from_json
+        from layout_core.algorithms.qdtree import tree_from_json
 
         return tuple(tree_from_json(as_lists(t)) for t in self.trees)
 
     def routing_roots(self) -> tuple:
-        from ..optimize.qdtree import tree_from_json
+        from layout_core.algorithms.qdtree import tree_from_json
 
         return tuple(tree_from_json(as_lists(t)) for t in self.routing_trees)
 
@@ -256,29 +257,6 @@ def even_sizes(rows: float, block_rows: int) -> tuple[float, ...]:
     """ceil(rows / block_rows) blocks of block_rows rows, the last one the remainder."""
     n = math.ceil(rows / block_rows) if rows else 0
     return tuple(float(min(block_rows, rows - b * block_rows)) for b in range(n))
-
-
-def plan_layout(optimizer: str | Optimizer, table: TableSchema, vectors: VectorSample,
-                cuts: Sequence[CandidateCut], workload: PlanWorkload | None = None,
-                settings: Mapping[str, Any] | None = None) -> LayoutPlan:
-    """The layout plan of one table: resolve the optimizer and its settings, check
-    the inputs agree, fit."""
-    from . import get_optimizer
-
-    chosen = get_optimizer(optimizer) if isinstance(optimizer, str) else optimizer
-    resolved = chosen.resolve(settings)
-    workload = workload or PlanWorkload()
-    if workload.queries and any(len(row) != len(cuts) for row in workload.implies):
-        raise PlanError(f"the workload summary has {len(workload.implies[0])} cuts, the plan {len(cuts)}")
-    if any(len(k) != len(cuts) for k in vectors.keys):
-        raise PlanError(f"the vectors have another number of bits than the {len(cuts)} cuts: featurize again")
-    if vectors.sampled_rows < vectors.rows and not chosen.samples:
-        raise PlanError(f"optimizer {chosen.name} cannot plan on a sample: reduce without sampling")
-    plan = chosen.fit(PlanInputs(table, vectors, tuple(cuts), workload), resolved)
-    log.info("plan %s (%s): %d rows, %d cuts, %d blocks (expected rows per block %s to %s)",
-             table.name, chosen.name, plan.rows, plan.n_cuts, plan.n_blocks,
-             round(min(plan.expected_block_rows, default=0)), round(max(plan.expected_block_rows, default=0)))
-    return plan
 
 
 def new_plan(optimizer: Optimizer, inputs: PlanInputs, settings: Mapping[str, Any], assignment,

@@ -6,9 +6,11 @@ import math
 
 import numpy as np
 
-from .base import (BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SAMPLE_ROWS, SORT_COLUMN, CandidateCut,
-                   Optimizer, check_leaf_order, excluded, show_progress, sort_columns)
-from .plan import TreeBlocks, as_tuples, new_plan
+from layout_core.optimizers.base import (
+    BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SAMPLE_ROWS, SORT_COLUMN, CandidateCut,
+    Optimizer, check_leaf_order, excluded, show_progress, sort_columns,
+)
+from layout_core.optimizers.plan import TreeBlocks, as_tuples, new_plan
 
 
 class TreeOptimizer(Optimizer):
@@ -32,7 +34,7 @@ class TreeOptimizer(Optimizer):
         return resolved
 
     def choose_cuts(self, workload, settings):
-        from ..workload.tree_inputs import candidate_cut_lists
+        from layout_core.workload.tree_inputs import candidate_cut_lists
 
         simple, induced = candidate_cut_lists(workload.analyses, workload.table, workload.key_hops,
                                               max_per_kind=settings["max_cuts"])
@@ -47,8 +49,8 @@ class TreeOptimizer(Optimizer):
 
     def tree_plan(self, inputs, settings, choices=None):
         """The greedy tree's plan (also Pando's with one tree)."""
-        from ..optimize.fineblock import VectorCounts
-        from ..optimize.qdtree import greedy_tree, leaf_blocks, leaves, tree_to_json
+        from layout_core.algorithms.fineblock import VectorCounts
+        from layout_core.algorithms.qdtree import greedy_tree, leaf_blocks, leaves, tree_to_json
 
         block_rows = settings["block_rows"]
         order = sort_columns(inputs.table, inputs.workload, settings["sort_column"], settings["leaf_order"])

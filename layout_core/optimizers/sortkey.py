@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .base import BLOCK_ROWS, Optimizer, PlanError, Setting
-from .plan import SortBlocks, even_sizes, new_plan
+from layout_core.optimizers.base import BLOCK_ROWS, Optimizer, PlanError, Setting
+from layout_core.optimizers.plan import SortBlocks, even_sizes, new_plan
 
 SORT_KEY = Setting("sort_column", "str", "", "column the rows are sorted by (default: the primary key)")
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 
-from .base import BLOCK_ROWS, Optimizer, PlanError, Setting
-from .plan import CLUSTER_GRANULARITIES, ClusterBlocks, SortBlocks, even_sizes, new_plan
+from layout_core.optimizers.base import BLOCK_ROWS, Optimizer, PlanError, Setting
+from layout_core.optimizers.plan import (
+    CLUSTER_GRANULARITIES, ClusterBlocks, SortBlocks, even_sizes, new_plan,
+)
 
 log = logging.getLogger("layout.tuned")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .base import BLOCK_ROWS, Optimizer, PlanError, Setting
-from .plan import CurveBlocks, even_sizes, new_plan
+from layout_core.optimizers.base import BLOCK_ROWS, Optimizer, PlanError, Setting
+from layout_core.optimizers.plan import CurveBlocks, even_sizes, new_plan
 
 CURVE_COLUMNS = Setting("curve_columns", "columns", (),
                         "columns the curve interleaves (default: the 3 the log filters most, else the primary key)")

@@ -21,6 +21,8 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, Generic, Iterable, Mapping, TypeVar, Union
 
+from layout_core.base.schema import Column, Hop  # noqa: F401 - predicates name columns and join hops
+
 Value = Union[int, Decimal, float, str, bool, dt.date, dt.datetime]
 
 # Type kinds a column can have; literals are coerced to the column's kind.
@@ -29,12 +31,6 @@ KINDS = ("int", "decimal", "float", "string", "date", "timestamp", "bool", "othe
 COMPARISONS = ("=", "<>", "<", "<=", ">", ">=")
 _NEGATED_OP = {"=": "<>", "<>": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _FLIPPED_OP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Column:
-    name: str
-    kind: str = "other"
 
 
 class Predicate:
@@ -159,19 +155,6 @@ class ColumnCompare(Predicate):
 
     def columns(self) -> frozenset[str]:
         return frozenset([self.left.name, self.right.name])
-
-
-@dataclass(frozen=True, slots=True)
-class Hop:
-    """One PK -> FK step of an induction path: parent.key = child.fk."""
-
-    parent_table: str
-    parent_column: str
-    child_table: str
-    child_column: str
-
-    def __str__(self) -> str:
-        return f"{self.parent_table}.{self.parent_column}->{self.child_table}.{self.child_column}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,11 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .model import (FALSE, TRUE, And, Between, Column, ColumnCompare, Compare, Const, InList, IsNull, JoinInduced,
-                    Like, Opaque, Or, Predicate, PredicateVisitor, atoms, conj, negate)
-from .valuesets import Interval, ValueSet
+from layout_core.predicates.model import (
+    FALSE, TRUE, And, Between, Column, ColumnCompare, Compare, Const, InList, IsNull, JoinInduced,
+    Like, Opaque, Or, Predicate, PredicateVisitor, atoms, conj, negate,
+)
+from layout_core.predicates.valuesets import Interval, ValueSet
 
 # Past this many conjunctions (DNF) or clauses (CNF) we stop and answer "not proven".
 EXPANSION_LIMIT = 256

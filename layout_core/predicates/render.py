@@ -6,8 +6,10 @@ import datetime as dt
 import re
 from decimal import Decimal
 
-from .model import (And, Between, ColumnCompare, Compare, Const, InList, IsNull, JoinInduced, Like, Opaque, Or,
-                    Predicate, PredicateVisitor, sorted_values)
+from layout_core.predicates.model import (
+    And, Between, ColumnCompare, Compare, Const, InList, IsNull, JoinInduced, Like, Opaque, Or,
+    Predicate, PredicateVisitor, sorted_values,
+)
 
 _PLAIN_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Words Spark's ANSI parser will not take as bare identifiers.

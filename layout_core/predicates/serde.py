@@ -7,8 +7,10 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from .model import (And, Between, Column, ColumnCompare, Compare, Const, Hop, InList, IsNull, JoinInduced, Like,
-                    Opaque, Or, Predicate, PredicateVisitor, conj, disj, sorted_values)
+from layout_core.predicates.model import (
+    And, Between, Column, ColumnCompare, Compare, Const, Hop, InList, IsNull, JoinInduced, Like,
+    Opaque, Or, Predicate, PredicateVisitor, conj, disj, sorted_values,
+)
 
 
 def value_to_json(v: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .model import And, Compare, InList, Or, Predicate, conj, conjuncts, disj
+from layout_core.predicates.model import And, Compare, InList, Or, Predicate, conj, conjuncts, disj
 
 
 def _rewrite_ors(p: Predicate, rewrite: Callable[[list[Predicate]], Predicate]) -> Predicate:

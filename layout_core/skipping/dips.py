@@ -37,8 +37,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..sql.analysis import Edge
-from .zonemaps import ColumnArrays
+from layout_core.sql.analysis import Edge
+from layout_core.skipping.zonemaps import ColumnArrays
 
 
 EMPTY = "empty"  # the family of a column without any value: it meets, and makes, nothing

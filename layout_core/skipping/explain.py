@@ -21,11 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..predicates import conjuncts, satisfiable, to_sql
-from ..schema import Schema
-from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryError, analyze
-from .router import LayoutIndex, Route, RoutingIndex, admitted_leaves, cut_masks, route_analysis
-from .zonemaps import might_match_blocks
+from layout_core.predicates import conjuncts, satisfiable, to_sql
+from layout_core.base.schema import Schema
+from layout_core.sql.analysis import DEFAULT_MAX_DEPTH, QueryError, analyze
+from layout_core.skipping.router import (
+    LayoutIndex, Route, RoutingIndex, admitted_leaves, cut_masks, route_analysis,
+)
+from layout_core.skipping.zonemaps import might_match_blocks
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any, Iterable
 
-from ..predicates import value_from_json, value_to_json
+from layout_core.predicates import value_from_json, value_to_json
 
 
 def ranges_to_json(ranges: Iterable[tuple]) -> list[list]:

@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..predicates import identifier, literal
-from ..sql.analysis import QueryError, parse_query, tag_tables
-from .router import RefRoute, Route, RoutingIndex
+from layout_core.base.names import BLOCK_ID_COLUMN
+from layout_core.predicates import identifier, literal
+from layout_core.sql.analysis import QueryError, parse_query, tag_tables
+from layout_core.skipping.router import RefRoute, Route, RoutingIndex
 
-BLOCK_COLUMN = "block_id"
 
 
 def block_condition(ref: RefRoute, partition_column: str | None) -> str:
     """The SQL condition selecting a reference's routed blocks (FALSE when none)."""
     if not ref.blocks:
         return "FALSE"
-    blocks = f"{BLOCK_COLUMN} IN ({', '.join(str(b) for b in sorted(ref.blocks))})"
+    blocks = f"{BLOCK_ID_COLUMN} IN ({', '.join(str(b) for b in sorted(ref.blocks))})"
     partitions = sorted({p.partition for p in ref.partitions if p.blocks and p.partition})
     if partition_column and partitions:
         listed = ", ".join(literal(p) for p in partitions)

@@ -49,16 +49,18 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from ..catalog import ActiveLayout, CatalogSnapshot, TreeNodeRecord, check_trees
-from ..catalog.records import tree_roots
-from ..predicates import (TRUE, ColumnStats, JoinInduced, Predicate, PredicateVisitor, Prepared, atoms, loads,
-                          satisfiable, value_from_json)
-from ..schema import Schema
-from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze
-from .dips import NO_RANGES, DipEffect, KeyRanges, exchange_dips, key_ranges
-from .rangesets import ranges_from_json
-from .verdict import Verdict
-from .zonemaps import ZoneMaps, might_match_blocks
+from layout_core.catalog import ActiveLayout, CatalogSnapshot, TreeNodeRecord, check_trees
+from layout_core.catalog.records import tree_roots
+from layout_core.predicates import (
+    TRUE, ColumnStats, JoinInduced, Predicate, PredicateVisitor, Prepared, atoms, loads,
+    satisfiable, value_from_json,
+)
+from layout_core.base.schema import Schema
+from layout_core.sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze
+from layout_core.skipping.dips import NO_RANGES, DipEffect, KeyRanges, exchange_dips, key_ranges
+from layout_core.skipping.rangesets import ranges_from_json
+from layout_core.skipping.verdict import Verdict
+from layout_core.skipping.zonemaps import ZoneMaps, might_match_blocks
 
 # A layout built without any dimension layout in the catalog records its
 # join-induced cut sources as (table, UNMANAGED_SOURCE).

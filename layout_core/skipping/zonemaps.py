@@ -23,10 +23,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..predicates import And, ColumnStats, Const, Or, Predicate, PredicateVisitor
-from ..predicates.model import Column
-from ..predicates.reasoning import as_kind, atom_sets, value_fits
-from .verdict import Verdict
+from layout_core.predicates import And, ColumnStats, Const, Or, Predicate, PredicateVisitor
+from layout_core.predicates.model import Column
+from layout_core.predicates.reasoning import as_kind, atom_sets, value_fits
+from layout_core.skipping.verdict import Verdict
 
 # Ranges per block and column (n_r); 1 keeps min/max only.
 DEFAULT_RANGE_SETS = 16

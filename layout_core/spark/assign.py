@@ -13,11 +13,12 @@ import logging
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..optimizers.plan import (ClusterBlocks, CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks,
-                               TupleBlocks)
-from .blocks import VECTOR_COLUMN, with_pieces
+from layout_core.optimizers.plan import (
+    ClusterBlocks, CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks, TupleBlocks,
+)
+from layout_core.base.names import BLOCK_INDEX_COLUMN, VECTOR_COLUMN
+from layout_core.spark.blocks import with_pieces
 
-BLOCK_INDEX = "_block"
 
 log = logging.getLogger("layout.assign")
 
@@ -46,15 +47,15 @@ def with_plan_blocks(df: DataFrame, plan: LayoutPlan) -> DataFrame:
     order = tie_order(list(plan.columns))
     if isinstance(rule, SortBlocks):
         rank = F.row_number().over(Window.orderBy(*[F.col(c) for c in rule.columns], *order)) - 1
-        return df.withColumn(BLOCK_INDEX, F.floor(rank / F.lit(rule.block_rows)).cast("int"))
+        return df.withColumn(BLOCK_INDEX_COLUMN, F.floor(rank / F.lit(rule.block_rows)).cast("int"))
     if isinstance(rule, ClusterBlocks):
         return _cluster_blocks(df, rule, order)
     if isinstance(rule, CurveBlocks):
-        from .curves import curve_block_index, with_curve_key
+        from layout_core.spark.curves import curve_block_index, with_curve_key
 
         keyed = with_curve_key(df, list(rule.columns), rule.curve)
         blocked = curve_block_index(keyed, rule.block_rows, tie_columns=list(plan.columns))
-        return blocked.withColumn(BLOCK_INDEX, F.col(BLOCK_INDEX).cast("int")).drop("_curve")
+        return blocked.withColumn(BLOCK_INDEX_COLUMN, F.col(BLOCK_INDEX_COLUMN).cast("int")).drop("_curve")
     if isinstance(rule, TreeBlocks):
         return _tree_blocks(df, rule, order)
     if isinstance(rule, TupleBlocks):
@@ -85,7 +86,7 @@ def _cluster_blocks(df: DataFrame, rule: ClusterBlocks, order: list[Column]) -> 
         F.col("_cluster").asc_nulls_first(), *[F.col(c).asc_nulls_first() for c in rule.columns], *order)
     return (keyed.join(F.broadcast(mapping), keyed["_cluster"].eqNullSafe(mapping["_cluster_key"]), "inner")
                  .withColumn("_rn", F.row_number().over(ranked) - 1)
-                 .withColumn(BLOCK_INDEX, (F.col("_first") + F.floor(F.col("_rn") / F.lit(rule.block_rows)))
+                 .withColumn(BLOCK_INDEX_COLUMN, (F.col("_first") + F.floor(F.col("_rn") / F.lit(rule.block_rows)))
                              .cast("int"))
                  .drop("_cluster", "_cluster_key", "_group", "_first", "_rn"))
 
@@ -102,7 +103,7 @@ def _tuple_blocks(df: DataFrame, rule: TupleBlocks, expected_block_rows, order: 
     are no cell (the plan saw a sample) are counted first (one aggregation over
     the leaf columns) and each goes whole to the block `place_unseen_cells`
     picks for it."""
-    from ..optimizers.pando import place_unseen_cells
+    from layout_core.optimizers.pando import place_unseen_cells
 
     spark = df.sparkSession
     leaf_names = [f"_leaf{t}" for t in range(rule.k)]
@@ -140,7 +141,7 @@ def group_ranges(df: DataFrame, groups: list[tuple[int, int, int]], sort_columns
     return (df.join(F.broadcast(table), on="_group", how="inner")
               .withColumn("_rn", F.row_number().over(ranked) - 1)
               .withColumn("_group_rows", F.count(F.lit(1)).over(in_group))
-              .withColumn(BLOCK_INDEX, (F.col("_first") + F.floor(F.col("_rn") * F.col("_n") / F.col("_group_rows")))
+              .withColumn(BLOCK_INDEX_COLUMN, (F.col("_first") + F.floor(F.col("_rn") * F.col("_n") / F.col("_group_rows")))
                           .cast("int"))
               .drop("_group", "_first", "_n", "_rn", "_group_rows"))
 

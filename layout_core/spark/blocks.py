@@ -14,13 +14,12 @@ from typing import Iterable, Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ..predicates import value_to_json
-from ..schema import TableSchema
-from ..skipping.rewrite import BLOCK_COLUMN
-from ..skipping.rangesets import ranges_to_json
-from ..skipping.zonemaps import DEFAULT_RANGE_SETS
+from layout_core.predicates import value_to_json
+from layout_core.base.schema import TableSchema
+from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
+from layout_core.skipping.rangesets import ranges_to_json
+from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
 
-VECTOR_COLUMN = "_vec"
 
 
 def cut_flag_columns(n_cuts: int) -> list[str]:
@@ -92,7 +91,7 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
     for flag in cut_flag_columns(n_cuts):
         aggs += [F.max(F.col(flag).cast("int")).alias(f"_any{flag}"),
                  F.min(F.col(flag).cast("int")).alias(f"_all{flag}")]
-    summary = df.groupBy(BLOCK_COLUMN).agg(*aggs)
+    summary = df.groupBy(BLOCK_ID_COLUMN).agg(*aggs)
     if range_sets > 1:
         summary = summary.select(
             "*", *(widest_gaps(F.col(f"_values_{c}"), kinds[c], range_sets - 1).alias(f"_gaps_{c}")
@@ -112,7 +111,7 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
         for i, flag in enumerate(cut_flag_columns(n_cuts)):
             union |= int(row[f"_any{flag}"]) << i
             all_ |= int(row[f"_all{flag}"]) << i
-        out.append(BlockSummary(int(row[BLOCK_COLUMN]), int(row["_rows"]), stats, union, all_))
+        out.append(BlockSummary(int(row[BLOCK_ID_COLUMN]), int(row["_rows"]), stats, union, all_))
     return sorted(out, key=lambda b: b.block_id)
 
 
@@ -163,7 +162,7 @@ def block_folder(location: str | Path, block_id: int, partition_column: str | No
     base = Path(location)
     if partition_column and partition:
         base = base / f"{partition_column}={partition}"
-    return base / f"{BLOCK_COLUMN}={block_id}"
+    return base / f"{BLOCK_ID_COLUMN}={block_id}"
 
 
 def write_block_folders(
@@ -183,13 +182,13 @@ def write_block_folders(
     """
     staging = Path(staging)
     shutil.rmtree(staging, ignore_errors=True)
-    (df.select(*data_columns, BLOCK_COLUMN)
-       .repartition(BLOCK_COLUMN)
+    (df.select(*data_columns, BLOCK_ID_COLUMN)
+       .repartition(BLOCK_ID_COLUMN)
        .write.mode("overwrite")
-       .partitionBy(BLOCK_COLUMN)
+       .partitionBy(BLOCK_ID_COLUMN)
        .parquet(str(staging)))
     written: dict[int, tuple[Path, int]] = {}
-    for folder in sorted(staging.glob(f"{BLOCK_COLUMN}=*")):
+    for folder in sorted(staging.glob(f"{BLOCK_ID_COLUMN}=*")):
         block_id = int(folder.name.split("=", 1)[1])
         target = block_folder(location, block_id, partition_column, partition)
         target.parent.mkdir(parents=True, exist_ok=True)

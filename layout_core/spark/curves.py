@@ -13,7 +13,7 @@ Each column gets a resolution of 2^r cells, r = min(bits, quantile_bits)
 cell number c in [0, 2^r) is shifted left by bits - r so that coordinates
 always span [0, 2^bits). With quantiles q_j at probabilities j / 2^r
 (j = 1 .. 2^r - 1), c(v) = #{j : q_j <= v}; with exact quantiles this is
-`layout_core.optimize.curves.rank_coordinates(values, r)`. NULLs (and NaN)
+`layout_core.algorithms.curves.rank_coordinates(values, r)`. NULLs (and NaN)
 get coordinate 0.
 
 * numeric, boolean, date, timestamp columns: an order-preserving double
@@ -38,7 +38,7 @@ get coordinate 0.
   column: order preserving, but strings sharing their first 6 bytes tie.
 
 The key itself is computed by a vectorized `pandas_udf` calling the numpy
-functions of `layout_core.optimize.curves` (no row-at-a-time Python UDF). It
+functions of `layout_core.algorithms.curves` (no row-at-a-time Python UDF). It
 equals the unsigned curve index when k * bits <= 63; when k * bits = 64 it is
 index - 2^63 (the top bit flipped), so that signed bigint order is still
 curve order.
@@ -48,16 +48,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from layout_core.base.names import BLOCK_INDEX_COLUMN
 import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..optimize.curves import hilbert_keys, zorder_keys
+from layout_core.algorithms.curves import hilbert_keys, zorder_keys
 
 __all__ = [
-    "BLOCK_COLUMN",
+    "BLOCK_INDEX_COLUMN",
     "CURVE_COLUMN",
     "curve_block_index",
     "curve_coordinate_columns",
@@ -66,7 +67,6 @@ __all__ = [
 ]
 
 CURVE_COLUMN = "_curve"
-BLOCK_COLUMN = "_block"
 KINDS = ("zorder", "hilbert")
 MAX_BITS_PER_COLUMN = 62  # coordinates (< 2^bits) are stored in a bigint
 _DOUBLE_MAX = float(np.finfo(np.float64).max)
@@ -304,10 +304,10 @@ def curve_block_index(df: DataFrame, block_rows: int, tie_columns: Sequence[str]
     if CURVE_COLUMN not in df.columns:
         raise ValueError(f"df has no {CURVE_COLUMN} column; call with_curve_key first")
     ties = list(tie_columns) if tie_columns is not None else [
-        f.name for f in df.schema.fields if f.name not in (CURVE_COLUMN, BLOCK_COLUMN) and _orderable(f.dataType)]
+        f.name for f in df.schema.fields if f.name not in (CURVE_COLUMN, BLOCK_INDEX_COLUMN) and _orderable(f.dataType)]
     order = [_col(CURVE_COLUMN)]
     if ties:
         order.append(F.xxhash64(*[_col(c) for c in ties]))
         order += [_col(c).asc_nulls_first() for c in ties]
     row = F.row_number().over(Window.orderBy(*order))
-    return df.withColumn(BLOCK_COLUMN, F.floor((row - F.lit(1)) / F.lit(block_rows)).cast("long"))
+    return df.withColumn(BLOCK_INDEX_COLUMN, F.floor((row - F.lit(1)) / F.lit(block_rows)).cast("long"))

@@ -13,10 +13,11 @@ from typing import Mapping, Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..optimizers.base import CandidateCut, VectorSample
-from ..predicates import JoinInduced
-from .blocks import VECTOR_COLUMN, with_bit_vector
-from .induced import hops_with_duplicate_keys, with_layout_cut_flags
+from layout_core.optimizers.base import CandidateCut, VectorSample
+from layout_core.predicates import JoinInduced
+from layout_core.base.names import VECTOR_COLUMN
+from layout_core.spark.blocks import with_bit_vector
+from layout_core.spark.induced import hops_with_duplicate_keys, with_layout_cut_flags
 
 log = logging.getLogger("layout.featurize")
 

@@ -21,7 +21,7 @@ from pyroaring import BitMap64
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ..predicates import Hop, JoinInduced, to_sql
+from layout_core.predicates import Hop, JoinInduced, to_sql
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def with_layout_cut_flags(df: DataFrame, cuts: Sequence, tables: Mapping[str, Da
     """Flag columns `_cut0`, `_cut1`, ... in the order of `cuts`, a mix of simple
     and join-induced predicates (NULL counts as FALSE); `tables` holds the data
     of every table on the join-induced cuts' paths."""
-    from .blocks import cut_flag_columns, with_cut_flags
+    from layout_core.spark.blocks import cut_flag_columns, with_cut_flags
 
     simple = [(i, c) for i, c in enumerate(cuts) if not isinstance(c, JoinInduced)]
     induced = [(i, c) for i, c in enumerate(cuts) if isinstance(c, JoinInduced)]

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..schema import Schema
-from ..skipping.rewrite import rewrite_sql
-from ..skipping.router import RoutingIndex, route_query
-from .compare import same_rows
+from layout_core.base.schema import Schema
+from layout_core.skipping.rewrite import rewrite_sql
+from layout_core.skipping.router import RoutingIndex, route_query
+from layout_core.spark.compare import same_rows
 
 
 @dataclass(frozen=True)

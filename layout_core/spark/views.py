@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 
-from ..catalog import CatalogSnapshot
-from ..schema import TableSchema
-from .blocks import BLOCK_COLUMN
+from layout_core.catalog import CatalogSnapshot
+from layout_core.base.schema import TableSchema
+from layout_core.base.names import BLOCK_ID_COLUMN
 
 
 def _quoted(name: str) -> str:
@@ -24,7 +24,7 @@ def _empty(spark: SparkSession, table: TableSchema, partition_column: str | None
     ddl = [f"{_quoted(name)} {spark_type}" for name, spark_type in table.columns]
     if partition_column:
         ddl.append(f"{_quoted(partition_column)} string")
-    ddl.append(f"{_quoted(BLOCK_COLUMN)} int")
+    ddl.append(f"{_quoted(BLOCK_ID_COLUMN)} int")
     return spark.createDataFrame([], ", ".join(ddl))
 
 

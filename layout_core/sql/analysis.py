@@ -54,20 +54,13 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 from sqlglot.tokens import Token, TokenType
 
-from ..errors import UserError
-from ..predicates import (
-    TRUE,
-    ColumnCompare,
-    Hop,
-    JoinInduced,
-    Predicate,
-    can_be_true_on_nulls,
-    conj,
-    conjuncts,
+from layout_core.base.errors import UserError
+from layout_core.predicates import (
+    TRUE, ColumnCompare, Hop, JoinInduced, Predicate, can_be_true_on_nulls, conj, conjuncts,
 )
-from ..predicates.simplify import simplify
-from ..schema import Schema
-from .convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predicate
+from layout_core.predicates.simplify import simplify
+from layout_core.base.schema import Schema
+from layout_core.sql.convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predicate
 
 DEFAULT_MAX_DEPTH = 4
 

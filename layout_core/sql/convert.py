@@ -14,26 +14,12 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ..predicates import (
-    FALSE,
-    TRUE,
-    Between,
-    Column,
-    ColumnCompare,
-    Compare,
-    Const,
-    InList,
-    IsNull,
-    Like,
-    Opaque,
-    Predicate,
-    conj,
-    disj,
-    map_atoms,
-    negate,
+from layout_core.predicates import (
+    FALSE, TRUE, Between, Column, ColumnCompare, Compare, Const, InList, IsNull, Like, Opaque,
+    Predicate, conj, disj, map_atoms, negate,
 )
-from ..predicates.model import NONDETERMINISTIC_FUNCTIONS, flip
-from .literals import NOT_CONSTANT, coerce, fold
+from layout_core.predicates.model import NONDETERMINISTIC_FUNCTIONS, flip
+from layout_core.sql.literals import NOT_CONSTANT, coerce, fold
 
 # Resolves a qualified sqlglot column to (ref key, Column) or None when it is
 # not a column of a base table reference (a derived table's output, say).

@@ -12,10 +12,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..predicates import JoinInduced, atoms, to_sql
-from ..schema import Schema
-from ..sql.analysis import DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze, candidate_cuts
-from ..sql.statements import Statement, split_statements
+from layout_core.predicates import JoinInduced, atoms, to_sql
+from layout_core.base.schema import Schema
+from layout_core.sql.analysis import (
+    DEFAULT_MAX_DEPTH, QueryAnalysis, QueryError, analyze, candidate_cuts,
+)
+from layout_core.sql.statements import Statement, split_statements
 
 log = logging.getLogger("layout.workload")
 

@@ -24,9 +24,9 @@ from typing import Callable, Iterable
 from pyroaring import BitMap64
 from sqlglot import exp
 
-from ..catalog.records import QueryRecord, RefRead
-from ..sql.analysis import QueryError, parse_query
-from ..sql.statements import split_statements
+from layout_core.catalog.records import QueryRecord, RefRead
+from layout_core.sql.analysis import QueryError, parse_query
+from layout_core.sql.statements import split_statements
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class QueryRecorder:
     def __call__(self, route) -> bool:
         try:
             if self._catalog is None:
-                from ..catalog import Catalog
+                from layout_core.catalog import Catalog
 
                 self._catalog = Catalog(self.catalog_url)
             self._catalog.record_queries([query_record(route, self.source, self._clock())], self.retention)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import ToolError
+from layout_core.base.errors import ToolError
 
 TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
 

@@ -21,10 +21,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..optimize.qdtree import Workload
-from ..predicates import (Between, Compare, InList, JoinInduced, Opaque, Or, Predicate, atoms, conjuncts, disjoint,
-                          implies, to_sql)
-from ..sql.analysis import QueryAnalysis, candidate_cuts
+from layout_core.algorithms.qdtree import Workload
+from layout_core.predicates import (
+    Between, Compare, InList, JoinInduced, Opaque, Or, Predicate, atoms, conjuncts, disjoint,
+    implies, to_sql,
+)
+from layout_core.sql.analysis import QueryAnalysis, candidate_cuts
 
 DEFAULT_MAX_CUTS_PER_KIND = 96
 

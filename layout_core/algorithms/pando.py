@@ -1,0 +1,1021 @@
+"""Pando's layout optimizer over (vector, count) pairs (Pando §6), pure numpy.
+
+Pando indexes one physical layout with k partitioning trees ("logical
+partitionings"). A query asks every tree for the leaves it cannot rule out
+and reads only the blocks that all k trees point to (§5). The optimizer:
+
+1. `top_down` (§6.1) grows the k trees together, one (tree, leaf, cut) split
+   at a time, as if every row were its own block: query q reads a row unless
+   some tree lets q skip the row's leaf. So a cut is worth something in one
+   tree only for the rows the other trees do not already let q skip, and
+   correlated cuts end up in different trees, not stacked in one.
+2. `k_tuples` routes every vector through the k trees: its k leaf ids are its
+   k-tuple (a cell of the grid in the paper's Fig. 5). The trees cannot tell
+   the rows of one cell apart.
+3. `bottom_up_blocks` (§6.2) starts with one block per non-empty cell and
+   greedily merges the pair of blocks that adds the fewest rows read, until
+   every block holds >= block_rows rows.
+4. `truncate` (§6.2, last paragraph) removes the cuts whose two children point
+   to the same set of blocks.
+
+Conventions are those of `qdtree`: a `VectorCounts` (distinct bit vectors over
+m candidate cuts, bit j: the rows satisfy cut j, with a row count each) and a
+`Workload` (implies / disjoint (Q, m), query weights). Cutting on j sends bit-1
+vectors left. Query q skips a leaf when a cut j on its path has (leaf on the
+bit-0 side and implies[q, j]) or (bit-1 side and disjoint[q, j]); otherwise
+the tree *admits* the leaf for q (`admitted`). Costs are Σ_q w_q · rows read.
+
+Which blocks a query reads (`block_reads`): by default, block B is read when
+some cell of B is admitted by all k trees (a router that keeps the cell ->
+block map, `PandoBlocks`); this is the cost `bottom_up_blocks` minimizes.
+``per_tree=True`` gives the paper's §5 router instead: each tree returns the
+blocks its admitted leaves point to and the k block sets are intersected.
+Both are sound (a row q needs is in a cell every tree admits); the first
+never reads more, and `truncate` does not change what the second reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from layout_core.algorithms.fineblock import PackedUnions, VectorCounts
+from layout_core.algorithms.qdtree import Node, Workload, cut_mask, leaves, route_vectors
+
+__all__ = [
+    "Grown",
+    "PandoBlocks",
+    "Truncated",
+    "admitted",
+    "admitted_tuples",
+    "block_reads",
+    "blocks_read",
+    "bottom_up_blocks",
+    "estimated_rows_read",
+    "fallback_blocks",
+    "grow_within_bound",
+    "k_tuples",
+    "leaf_block_sets",
+    "place_cells",
+    "top_down",
+    "truncate",
+    "tuple_reads",
+]
+
+log = logging.getLogger(__name__)
+
+_LOG_EVERY = 200  # splits (or merges, x10) between progress log lines without a bar
+_VECTOR_CHUNK = 8192  # vectors per matrix product when scoring them
+_PAIR_CHUNK = 128  # rows of the pairwise merge-cost matrix computed at once
+_CACHED_PAIRS = 11_000  # up to this many small cells, merge costs are kept (< 1 GB)
+
+
+def _check(vc: VectorCounts, workload: Workload) -> None:
+    if workload.m != vc.m:
+        raise ValueError(f"workload has {workload.m} cuts, vectors have {vc.m}")
+
+
+class _Progress:
+    """A tqdm bar when asked for, else a log line every `every` steps."""
+
+    def __init__(self, bar: bool, what: str, unit: str, every: int) -> None:
+        self.what, self.every, self.steps, self.bar = what, every, 0, None
+        if bar:
+            from tqdm import tqdm
+
+            self.bar = tqdm(desc=what, unit=unit)
+
+    def step(self, detail: str) -> None:
+        self.steps += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif self.steps % self.every == 0:
+            log.info("%s: %d steps, %s", self.what, self.steps, detail)
+
+    def done(self, detail: str) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        log.info("%s: %d steps, %s", self.what, self.steps, detail)
+
+
+# ---------------------------------------------------------------------------
+# Top-down: k trees grown together (§6.1)
+
+
+def top_down(
+    vc: VectorCounts,
+    workload: Workload,
+    k: int,
+    threshold: int,
+    allowed_cuts: np.ndarray | None = None,
+    progress: bool = False,
+) -> tuple[Node, ...]:
+    """k trees grown one split at a time (Pando §6.1).
+
+    Every row counts as its own block, and query q reads the rows of vector v
+    unless some tree lets q skip v's leaf: ``reads[q, v]``. Cutting leaf l of
+    any tree on cut j makes q stop reading the rows of l it still reads on the
+    side it skips, so the gain is
+
+        gain(l, j) = Σ_{v in l} count_v · G[v, j],
+        G[v, j]    = Σ_q w_q reads[q, v] (implies[q, j] if bit j of v is 0 else disjoint[q, j]).
+
+    G does not depend on the tree: a split changes `reads` only for the split
+    leaf's vectors, so only their rows of G and the gains of the leaves (in
+    every tree) holding one of them whose reads changed are recomputed, each
+    exactly from G (no running sums, so a zero gain is exactly zero).
+
+    A split is valid when the cut is allowed (`allowed_cuts`: bool mask or
+    indices, None: all) and both children keep >= `threshold` rows. Each step
+    takes the valid split of largest gain (ties: lowest tree, then the leaf
+    leftmost in its tree, then the lowest cut) while that gain is > 0. (Gains
+    never grow and a split changes no other leaf of its own tree, so two tied
+    leaves of one tree are both split in either order: only the tree order
+    shapes the result.)
+    Leaves are numbered 0.. left to right per tree; every vector (also one of
+    count 0) is in exactly one leaf of each tree.
+
+    With k = 1 the leaves' gains are independent, so the result is
+    `greedy_tree(vc, workload, threshold, allowed_cuts)` (path objective):
+    Pando with k = 1 is MTO. (Gains are summed in another order than
+    greedy_tree's, so with non-integer weights two gains equal up to rounding
+    may be told apart differently.)
+
+    Every leaf keeps Σ_{v in l} count_v · G[v] and its rows per bit, so a
+    split sums the vectors of its smaller child only (the larger child's sums
+    are the parent's minus those), and a change of G[v] is added to the
+    leaves holding v in the other trees. With integer query weights every
+    sum is an exact integer; otherwise a gain within 1e-9 of the total
+    weighted rows counts as zero.
+
+    Cost per split of a leaf of n_l vectors: O(Q·n_l) to update `reads`,
+    O(n_c·Q·m) for the n_c vectors whose reads changed and O(k·n_c·m) to pass
+    the change on, O(n_s·m) for the smaller child's n_s vectors, O(leaves)
+    to pick the next split. Memory: G is (n, m) float64, reads (Q, n) bool.
+    """
+    _check(vc, workload)
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    if threshold < 1:
+        raise ValueError("threshold must be >= 1")
+    return _grow(vc, workload, k, threshold, allowed_cuts, progress).roots()
+
+
+def _grow(vc: VectorCounts, workload: Workload, k: int, threshold: int, allowed_cuts, progress: bool,
+          max_tuples: int | None = None) -> "_Forest":
+    """`top_down`'s growth; with `max_tuples`, it stops as soon as the trees make
+    more non-empty k-tuples than that (splits never merge cells, so the count
+    only grows: such a threshold fails, whatever comes next)."""
+    forest = _Forest(vc, workload, k, int(threshold), cut_mask(allowed_cuts, vc.m))
+    reporter = _Progress(progress, f"pando top_down (k={k})", "split", _LOG_EVERY)
+    while (choice := forest.best_split()) is not None:
+        forest.split(*choice)
+        reporter.step(f"{forest.n_leaves()} leaves")
+        if max_tuples is not None and forest.n_cells > max_tuples:
+            break
+    reporter.done(f"{forest.n_leaves()} leaves, {forest.n_cells} k-tuples, threshold {threshold}")
+    return forest
+
+
+class _Tree:
+    """One growing tree: nodes by creation id (root 0, children after their
+    parent), the leaves left to right, and every vector's leaf."""
+
+    def __init__(self, n: int, rows: int) -> None:
+        self.idx: list[np.ndarray | None] = [np.arange(n, dtype=np.int64)]  # leaves' vectors
+        self.rows = [rows]
+        self.cut = [-1]  # -1: a leaf
+        self.left = [-1]
+        self.right = [-1]
+        self.order = [0]  # leaf ids left to right
+        self.leaf_of = np.zeros(n, dtype=np.int64)
+        self.best_gain = np.full(1, -np.inf)  # per node: its best valid split's gain
+        self.best_cut = np.full(1, -1, dtype=np.int64)
+        self.gain_sum: dict[int, np.ndarray] = {}  # per leaf: Σ count_v G[v] over its vectors
+        self.bit_rows: dict[int, np.ndarray] = {}  # per leaf: its rows with bit j, per cut j
+
+    def add_children(self, node: int, cut: int, left_idx: np.ndarray, right_idx: np.ndarray,
+                     counts: np.ndarray) -> tuple[int, int]:
+        first = len(self.idx)
+        for idx in (left_idx, right_idx):
+            self.idx.append(idx)
+            self.rows.append(int(counts[idx].sum()))
+            self.cut.append(-1)
+            self.left.append(-1)
+            self.right.append(-1)
+            self.leaf_of[idx] = len(self.idx) - 1
+        self.idx[node] = None  # internal nodes do not keep their vectors
+        self.cut[node], self.left[node], self.right[node] = cut, first, first + 1
+        pos = self.order.index(node)
+        self.order[pos:pos + 1] = [first, first + 1]
+        self.best_gain = np.concatenate((self.best_gain, [-np.inf, -np.inf]))
+        self.best_gain[node] = -np.inf
+        self.best_cut = np.concatenate((self.best_cut, [-1, -1]))
+        return first, first + 1
+
+    def root(self) -> Node:
+        leaf_id = {node: i for i, node in enumerate(self.order)}
+        built: dict[int, Node] = {}
+        for node in range(len(self.idx) - 1, -1, -1):  # children before parents
+            if self.cut[node] < 0:
+                built[node] = Node.leaf(leaf_id[node], self.idx[node], self.rows[node])
+            else:
+                built[node] = Node.split(self.cut[node], built.pop(self.left[node]), built.pop(self.right[node]))
+        return built[0]
+
+
+class _Forest:
+    """The k trees while they grow, and the per-vector gains G (see `top_down`)."""
+
+    def __init__(self, vc: VectorCounts, workload: Workload, k: int, threshold: int, allowed: np.ndarray):
+        self.vectors = vc.vectors
+        self.counts = vc.counts
+        self.counts_f = vc.counts.astype(np.float64)
+        self.vec_f = vc.vectors.astype(np.float64)
+        self.imp, self.dis = workload.implies, workload.disjoint
+        self.imp_f = workload.implies.astype(np.float64)
+        self.dis_f = workload.disjoint.astype(np.float64)
+        self.weights = workload.weights
+        self.threshold = threshold
+        self.allowed = allowed
+        self.reads = np.ones((workload.n_queries, vc.n), dtype=bool)
+        self.gain_of_vector = np.zeros((vc.n, vc.m))
+        self._rescore_vectors(np.arange(vc.n, dtype=np.int64))
+        total = int(vc.counts.sum())
+        self.tolerance = 1e-9 * total * float(np.sum(self.weights))
+        # every vector's cell (k-tuple) as an id, and how many cells hold rows
+        self.cell_of = np.zeros(vc.n, dtype=np.int64)
+        self.next_cell = 1
+        self.n_cells = int(total > 0)
+        self.trees = [_Tree(vc.n, total) for _ in range(k)]
+        for tree in self.trees:
+            tree.gain_sum[0] = self.counts_f @ self.gain_of_vector
+            tree.bit_rows[0] = self.counts_f @ self.vec_f
+            self._rescore_leaves(tree, [0])
+
+    def _rescore_vectors(self, vec: np.ndarray) -> None:
+        """G[v] for the given vectors, from the current `reads`."""
+        for s in range(0, vec.size, _VECTOR_CHUNK):
+            v = vec[s:s + _VECTOR_CHUNK]
+            wr = self.reads[:, v].T * self.weights  # (chunk, Q): w_q if q reads v
+            self.gain_of_vector[v] = np.where(self.vectors[v], wr @ self.dis_f, wr @ self.imp_f)
+
+    def _rescore_leaves(self, tree: _Tree, nodes) -> None:
+        """The best valid split (gain, cut; lowest cut among ties) of each leaf, from its sums."""
+        thr = self.threshold
+        for node in nodes:
+            rows = tree.rows[node]
+            tree.best_gain[node], tree.best_cut[node] = -np.inf, -1
+            if rows < 2 * thr:
+                continue  # no cut leaves >= threshold rows on both sides
+            left = tree.bit_rows[node]
+            valid = self.allowed & (left >= thr) & (rows - left >= thr)
+            if not valid.any():
+                continue
+            gains = np.where(valid, tree.gain_sum[node], -np.inf)
+            j = int(np.argmax(gains))
+            if gains[j] > self.tolerance:
+                tree.best_gain[node], tree.best_cut[node] = gains[j], j
+
+    def best_split(self) -> tuple[int, int, int] | None:
+        """(tree, node, cut) of the largest positive gain, ties broken as documented."""
+        best, best_tree = 0.0, -1
+        for t, tree in enumerate(self.trees):
+            top = float(tree.best_gain.max())
+            if top > best:  # strictly: the lowest tree wins ties
+                best, best_tree = top, t
+        if best_tree < 0:
+            return None
+        tree = self.trees[best_tree]
+        tied = set(np.flatnonzero(tree.best_gain == best).tolist())
+        node = next(n for n in tree.order if n in tied)  # the leftmost
+        return best_tree, node, int(tree.best_cut[node])
+
+    def split(self, t: int, node: int, cut: int) -> None:
+        tree = self.trees[t]
+        idx = tree.idx[node]
+        bit = self.vectors[idx, cut]
+        left, right = tree.add_children(node, cut, idx[bit], idx[~bit], self.counts)
+        self._split_cells(idx, bit)
+        # Queries the new children let skip: implied cut on the bit-0 side, disjoint cut on the bit-1 side.
+        skip = (self.imp[:, cut, None] & ~bit) | (self.dis[:, cut, None] & bit)
+        before = self.reads[:, idx]
+        changed = idx[(before & skip).any(axis=0) & (self.counts[idx] > 0)]
+        self.reads[:, idx] = before & ~skip
+        old = self.gain_of_vector[changed]
+        self._rescore_vectors(changed)
+        delta = self.counts_f[changed, None] * (self.gain_of_vector[changed] - old)
+        # The split leaf's sums go to its children: the smaller one summed, the other the rest.
+        parent_sum = tree.gain_sum.pop(node) + delta.sum(axis=0)
+        parent_bits = tree.bit_rows.pop(node)
+        small, big = (left, right) if tree.idx[left].size <= tree.idx[right].size else (right, left)
+        s_idx = tree.idx[small]
+        tree.gain_sum[small] = self.counts_f[s_idx] @ self.gain_of_vector[s_idx]
+        tree.bit_rows[small] = self.counts_f[s_idx] @ self.vec_f[s_idx]
+        tree.gain_sum[big] = parent_sum - tree.gain_sum[small]
+        tree.bit_rows[big] = parent_bits - tree.bit_rows[small]
+        self._rescore_leaves(tree, (left, right))
+        if changed.size:
+            for other in self.trees:
+                if other is not tree:
+                    self._rescore_leaves(other, _add_by_leaf(other, other.leaf_of[changed], delta))
+
+    def _split_cells(self, idx: np.ndarray, bit: np.ndarray) -> None:
+        """The split leaf's bit-0 vectors move to new cells; a cell with rows on
+        both sides becomes two."""
+        held = self.counts[idx] > 0
+        on_left = np.unique(self.cell_of[idx[bit & held]])
+        on_right = np.unique(self.cell_of[idx[~bit & held]])
+        self.n_cells += np.intersect1d(on_left, on_right, assume_unique=True).size
+        right = idx[~bit]
+        old = np.unique(self.cell_of[right])
+        self.cell_of[right] = self.next_cell + np.searchsorted(old, self.cell_of[right])
+        self.next_cell += old.size
+
+    def n_leaves(self) -> int:
+        return sum(len(tree.order) for tree in self.trees)
+
+    def roots(self) -> tuple[Node, ...]:
+        return tuple(tree.root() for tree in self.trees)
+
+
+def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray) -> list[int]:
+    """Add each row of `delta` to the gain sums of its leaf; the leaves touched."""
+    order = np.argsort(leaf_of_row, kind="stable")
+    sorted_leaves = leaf_of_row[order]
+    starts = np.flatnonzero(np.r_[True, sorted_leaves[1:] != sorted_leaves[:-1]])
+    sums = np.add.reduceat(delta[order], starts, axis=0)
+    touched = sorted_leaves[starts].tolist()
+    for leaf, add in zip(touched, sums):
+        tree.gain_sum[leaf] = tree.gain_sum[leaf] + add
+    return touched
+
+
+class Grown(NamedTuple):
+    """`top_down`'s trees at the threshold `grow_within_bound` chose, and their non-empty k-tuples."""
+
+    threshold: int
+    trees: tuple[Node, ...]
+    n_tuples: int
+
+
+def grow_within_bound(
+    vc: VectorCounts,
+    workload: Workload,
+    k: int,
+    block_rows: int,
+    max_tuples: int = 10_000,
+    allowed_cuts: np.ndarray | None = None,
+    min_threshold: int | None = None,
+    refine_steps: int = 3,
+    progress: bool = False,
+) -> Grown:
+    """The top-down threshold: small enough for fine leaves, large enough that
+    the bottom-up stage (quadratic in the number of cells) stays tractable;
+    and the trees `top_down` grows at it.
+
+    Rule (Pando §8.2: "under 10,000 k-tuples for the bottom-up stage"):
+
+    * k = 1: `block_rows` (Pando with k = 1 is MTO, §6.2).
+    * otherwise: try t0 = `min_threshold` (default ceil(block_rows / 8), at
+      least 1), 2·t0, 4·t0, ... until `top_down` at that threshold gives at most
+      `max_tuples` non-empty k-tuples (`k_tuples`); this ends, since once
+      2·t exceeds the rows no split is valid and there is one cell. Then up to
+      `refine_steps` bisection probes between the last failing and the first
+      passing candidate look for a smaller passing threshold.
+
+    The cell count is not monotone in the threshold (other greedy choices), so
+    the result is the smallest passing threshold among those probed; it always
+    passes. Thresholds below t0 are not tried, though they might capture finer
+    outliers: each probe is a full top_down run and finer leaves take longer
+    to grow (pass `min_threshold` to go lower).
+
+    `block_rows` is in the units of `vc` (divide by the sampling scale).
+    """
+    _check(vc, workload)
+    if block_rows < 1:
+        raise ValueError("block_rows must be >= 1")
+    if max_tuples < 1:
+        raise ValueError("max_tuples must be >= 1")
+    if k == 1:
+        t = int(block_rows)
+        trees = top_down(vc, workload, 1, t, allowed_cuts, progress)
+        return Grown(t, trees, k_tuples(trees, vc)[1].shape[0])
+    t = int(min_threshold) if min_threshold is not None else -(-int(block_rows) // 8)
+    t = max(1, t)
+    grown: dict[int, Grown] = {}
+
+    def passes(threshold: int) -> bool:
+        forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples)
+        grown[threshold] = Grown(threshold, forest.roots(), forest.n_cells)
+        ok = forest.n_cells <= max_tuples
+        log.info("pando threshold %d: %s%d k-tuples (bound %d)", threshold, "" if ok else "stopped at ",
+                 forest.n_cells, max_tuples)
+        return ok
+
+    first = t
+    failing = None
+    while not passes(t):
+        failing, t = t, 2 * t
+    passing = t
+    for _ in range(refine_steps):
+        if failing is None or passing - failing <= 1:
+            break
+        mid = (failing + passing) // 2
+        if passes(mid):
+            passing = mid
+        else:
+            failing = mid
+    if passing > first:
+        log.warning("pando: threshold raised from %d to %d rows so that the trees make at most %d k-tuples "
+                    "(more at the threshold %d)", first, passing, max_tuples, first)
+    return grown[passing]
+
+
+# ---------------------------------------------------------------------------
+# k-tuples and what the trees admit
+
+
+def k_tuples(trees: Sequence[Node], vc: VectorCounts) -> tuple[np.ndarray, np.ndarray]:
+    """(tuple_of_vector, tuples): every vector routed through every tree.
+
+    tuples: (T, k) int64, the distinct k-tuples (leaf id per tree) that hold
+    rows, in lexicographic order. tuple_of_vector: (n,) int64, the index of
+    each vector's tuple; -1 for a vector of count 0 whose tuple holds no rows
+    (other vectors of count 0 get their tuple's index).
+    """
+    if not trees:
+        raise ValueError("at least one tree is needed")
+    leaf = np.stack([route_vectors(root, vc.vectors) for root in trees], axis=1)  # (n, k)
+    if leaf.shape[0] == 0:
+        return np.zeros(0, np.int64), np.zeros((0, len(trees)), np.int64)
+    uniq, inverse = np.unique(leaf, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    keep = np.bincount(inverse, weights=vc.counts, minlength=uniq.shape[0]) > 0
+    renumber = np.cumsum(keep) - 1
+    tuple_of_vector = np.where(keep[inverse], renumber[inverse], -1).astype(np.int64)
+    return tuple_of_vector, uniq[keep].astype(np.int64)
+
+
+def _leaf_count(root: Node) -> int:
+    ids = sorted(leaf.leaf_id for leaf in leaves(root))
+    if ids != list(range(len(ids))):
+        raise ValueError("leaf ids must be 0..n-1")
+    return len(ids)
+
+
+def admitted(trees: Sequence[Node], workload: Workload) -> tuple[np.ndarray, ...]:
+    """Per tree, (Q, leaves) bool: the tree admits the leaf for q, i.e. no cut
+    on the leaf's path lets q skip it (path semantics)."""
+    out = []
+    for root in trees:
+        adm = np.zeros((workload.n_queries, _leaf_count(root)), dtype=bool)
+        stack = [(root, np.zeros(workload.n_queries, dtype=bool))]
+        while stack:
+            node, skipped = stack.pop()
+            if node.is_leaf:
+                adm[:, node.leaf_id] = ~skipped
+            else:
+                if node.cut >= workload.m:
+                    raise ValueError(f"the tree cuts on {node.cut}, the workload has {workload.m} cuts")
+                stack.append((node.left, skipped | workload.disjoint[:, node.cut]))
+                stack.append((node.right, skipped | workload.implies[:, node.cut]))
+        out.append(adm)
+    return tuple(out)
+
+
+def tuple_reads(trees: Sequence[Node], workload: Workload, tuples: np.ndarray) -> np.ndarray:
+    """(Q, T) bool: every tree admits the tuple's leaf for q."""
+    return admitted_tuples(admitted(trees, workload), tuples)
+
+
+def admitted_tuples(admissions: Sequence[np.ndarray], tuples: np.ndarray) -> np.ndarray:
+    """(Q, T) bool from the trees' (Q, leaves) admissions (`admitted`): every
+    tree admits the tuple's leaf for q."""
+    tuples = np.asarray(tuples, dtype=np.int64).reshape(-1, len(admissions))
+    out = np.ones((admissions[0].shape[0], tuples.shape[0]), dtype=bool)
+    for i, adm in enumerate(admissions):
+        out &= adm[:, tuples[:, i]]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Bottom-up: cells into blocks (§6.2)
+
+
+def _readonly(a, dtype, ndim: int) -> np.ndarray:
+    out = np.array(a, dtype=dtype)  # a copy: the caller's array stays writable
+    if out.ndim != ndim:
+        raise ValueError(f"expected a {ndim}-D array, got shape {out.shape}")
+    out.flags.writeable = False
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class PandoBlocks:
+    """Which blocks the rows of each k-tuple (cell) go to.
+
+    tuples:            (T, k) int64, leaf id per tree of each non-empty cell (`k_tuples`).
+    tuple_first_block: (T,) int64, the cell's first block.
+    tuple_n_blocks:    (T,) int64 >= 1. A cell of n > 1 blocks has its rows cut
+                       into n blocks first_block .. first_block + n - 1 of about
+                       equal size (the Spark side cuts ranges of a sort column);
+                       cells merged into one block share first_block, with n = 1.
+                       A few cells may also share one block of a big cell.
+    tuple_rows:        (T,) int64, rows of each cell.
+    block_rows:        (n_blocks,) int64, the expected rows of each block.
+
+    Blocks are numbered by their cells (see `bottom_up_blocks`). Arrays are
+    read-only copies. With the untruncated trees, a new row's cell gives its
+    block (§7: inserts).
+    """
+
+    tuples: np.ndarray
+    tuple_first_block: np.ndarray
+    tuple_n_blocks: np.ndarray
+    tuple_rows: np.ndarray
+    block_rows: np.ndarray
+
+    def __post_init__(self) -> None:
+        tuples = _readonly(self.tuples, np.int64, 2)
+        t = tuples.shape[0]
+        for name in ("tuple_first_block", "tuple_n_blocks", "tuple_rows"):
+            arr = _readonly(getattr(self, name), np.int64, 1)
+            if arr.shape != (t,):
+                raise ValueError(f"{name} must have shape ({t},)")
+            object.__setattr__(self, name, arr)
+        object.__setattr__(self, "tuples", tuples)
+        object.__setattr__(self, "block_rows", _readonly(self.block_rows, np.int64, 1))
+        if (self.tuple_n_blocks < 1).any():
+            raise ValueError("every tuple needs at least one block")
+        if t and (self.tuple_first_block.min() < 0
+                  or (self.tuple_first_block + self.tuple_n_blocks).max() > self.n_blocks):
+            raise ValueError("a tuple points past the last block")
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.block_rows.shape[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.tuples.shape[1])
+
+    def tuple_block_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tuple index, block) of every block each tuple has rows in."""
+        return cell_block_pairs(self.tuple_first_block, self.tuple_n_blocks)
+
+
+def cell_block_pairs(first_block, n_blocks) -> tuple[np.ndarray, np.ndarray]:
+    """(cell index, block) of every block each cell has rows in: cell c holds
+    blocks first_block[c] .. first_block[c] + n_blocks[c] - 1."""
+    first, n = np.asarray(first_block, dtype=np.int64), np.asarray(n_blocks, dtype=np.int64)
+    cell = np.repeat(np.arange(n.shape[0], dtype=np.int64), n)
+    starts = np.cumsum(n) - n
+    return cell, (first[cell] + np.arange(cell.shape[0]) - starts[cell]).astype(np.int64)
+
+
+def reads_per_block(cell_reads: np.ndarray, cell: np.ndarray, block: np.ndarray, n_blocks: int) -> np.ndarray:
+    """(Q, T) cell reads -> (Q, n_blocks) bool: some cell with rows in the block
+    is read (`cell`, `block`: `cell_block_pairs`)."""
+    hits = np.zeros((n_blocks, cell_reads.shape[0]), dtype=np.int64)
+    np.add.at(hits, block, cell_reads[:, cell].T)
+    return hits.T > 0
+
+
+@dataclass
+class _Block:
+    """A finished block before numbering: owned by one big cell (piece >= 0)
+    or made of merged small cells (piece -1); `cells` are its n = 1 cells."""
+
+    key: tuple[int, int]  # (lowest owning cell, piece): the numbering order
+    rows: int
+    reads: np.ndarray  # packed reads over queries
+    owner: int = -1  # the big cell, for pieces
+    piece: int = -1
+    cells: list[int] | None = None
+
+
+def bottom_up_blocks(
+    vc: VectorCounts,
+    workload: Workload,
+    trees: Sequence[Node],
+    block_rows: int,
+    progress: bool = False,
+) -> PandoBlocks:
+    """Pando §6.2: cells into blocks of >= block_rows rows.
+
+    Block B costs Σ_q w_q |B| reads(q, B), with reads(q, B) = some cell of B
+    is admitted by all k trees for q (see the module docstring). Per block,
+    reads is a bool vector over queries, bit-packed (`PackedUnions` with the
+    query weights), and merging A and B adds
+
+        (|A| + |B|) w(reads_A | reads_B) - |A| w(reads_A) - |B| w(reads_B) >= 0,
+
+    the queries that newly scan the merged block.
+
+    1. A cell with >= block_rows rows is finished as n = rows // block_rows
+       blocks of floor/ceil(rows / n) rows (the first ones get the extra row),
+       so each is in [block_rows, 2·block_rows).
+    2. The other cells start as one block each; the pair whose merge adds the
+       least cost is merged (ties: the pair of lowest cells, comparing each
+       block by its lowest cell), and a block reaching block_rows is finished.
+    3. The last unfinished block (< block_rows rows) joins the finished block
+       it adds the least cost to (ties: fewer rows, then the lower numbering
+       key below); with no finished block (the table has < block_rows rows)
+       it stays alone.
+
+    Blocks are numbered by key: (the big cell, piece) for a big cell's
+    pieces, (lowest cell, 0) for merged cells. Every row is in exactly one
+    block; every block has >= block_rows rows unless the table has fewer.
+    Rows and `block_rows` are in the units of `vc` (a sample's rows, if it is
+    a sample). Cost: O(T^2 · Q / 16) typically for T small cells (each merge
+    rescans the pairs of O(1) blocks), worst O(T^3).
+    """
+    _check(vc, workload)
+    if block_rows < 1:
+        raise ValueError("block_rows must be >= 1")
+    tuple_of_vector, tuples = k_tuples(trees, vc)
+    n_tuples = tuples.shape[0]
+    held = tuple_of_vector >= 0
+    rows = np.bincount(tuple_of_vector[held], weights=vc.counts[held], minlength=n_tuples).astype(np.int64)
+    pk = PackedUnions(workload.weights)
+    packed = pk.pack(tuple_reads(trees, workload, tuples).T)  # (T, words)
+
+    finished: list[_Block] = []
+    for cell in np.flatnonzero(rows >= block_rows).tolist():
+        n = int(rows[cell]) // block_rows
+        base, extra = divmod(int(rows[cell]), n)
+        for p in range(n):
+            finished.append(_Block((cell, p), base + (p < extra), packed[cell], owner=cell, piece=p))
+
+    small = np.flatnonzero(rows < block_rows)
+    groups, leftover = _merge_small(rows[small], packed[small], pk, block_rows, progress)
+    for g in groups:
+        cells = small[g]
+        finished.append(_Block((int(cells.min()), 0), int(rows[cells].sum()),
+                               np.bitwise_or.reduce(packed[cells], axis=0), cells=cells.tolist()))
+    if leftover is not None:
+        cells = small[leftover]
+        size = int(rows[cells].sum())
+        union = np.bitwise_or.reduce(packed[cells], axis=0)
+        if not finished:
+            finished.append(_Block((int(cells.min()), 0), size, union, cells=cells.tolist()))
+        else:
+            finished.sort(key=lambda b: b.key)
+            b_rows = np.array([b.rows for b in finished], dtype=np.float64)
+            b_reads = np.stack([b.reads for b in finished])
+            added = ((b_rows + size) * pk.weight(b_reads | union)
+                     - b_rows * pk.weight(b_reads) - size * pk.weight(union[None, :]))
+            target = finished[int(np.lexsort((np.arange(b_rows.size), b_rows, added))[0])]
+            target.rows += size
+            target.reads = target.reads | union
+            target.cells = (target.cells or []) + cells.tolist()
+            if target.piece < 0:  # a merged block is numbered by its lowest cell
+                target.key = (min(target.key[0], int(cells.min())), 0)
+
+    finished.sort(key=lambda b: b.key)
+    first = np.zeros(n_tuples, dtype=np.int64)
+    n_blocks = np.ones(n_tuples, dtype=np.int64)
+    for number, block in enumerate(finished):
+        if block.piece == 0:
+            first[block.owner] = number
+            n_blocks[block.owner] = int(rows[block.owner]) // block_rows
+        for cell in block.cells or ():
+            first[cell] = number
+    return PandoBlocks(tuples, first, n_blocks, rows, np.array([b.rows for b in finished], dtype=np.int64))
+
+
+def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_rows: int,
+                 progress: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """Greedy merging of blocks of < block_rows rows (step 2 of
+    `bottom_up_blocks`): the finished groups and the unfinished leftover, as
+    arrays of positions into `sizes`.
+
+    A block's index is that of its lowest cell (a merge keeps the lower
+    index). Every active block keeps its nearest partner (least added cost,
+    lowest index among ties) and that cost, so the pair merged is the one of
+    least cost and, among ties, of lowest (lower index, higher index). After
+    a merge only the rows of the merged block and of the blocks whose partner
+    was one of the two are recomputed: any other block's costs are unchanged
+    but the one with the merged block, which is checked against its best.
+
+    Up to _CACHED_PAIRS blocks, every pair's cost is kept in an (n, n) matrix
+    (8 n^2 bytes), so finding a stale block's new partner is a row minimum
+    instead of n union weights; the values, and so the merges, are the same."""
+    n = sizes.shape[0]
+    if n == 0:
+        return [], None
+    size = sizes.astype(np.float64)
+    packed = packed.copy()
+    cost = size * pk.weight(packed)  # |B| w(reads_B)
+    members = [[i] for i in range(n)]
+    active = np.ones(n, dtype=bool)
+    partner = np.zeros(n, dtype=np.int64)
+    best = np.full(n, np.inf)
+
+    def added(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        # Symmetric term by term, so added(a, b) == added(b, a) exactly.
+        union_w = pk.weight(packed[rows][:, None, :] | packed[cols][None, :, :])
+        return (size[rows][:, None] + size[cols][None, :]) * union_w - (cost[rows][:, None] + cost[cols][None, :])
+
+    pairs = None
+    if n <= _CACHED_PAIRS:
+        pairs = np.empty((n, n))
+        everyone = np.arange(n)
+        for s in range(0, n, _PAIR_CHUNK):
+            pairs[s:s + _PAIR_CHUNK] = added(everyone[s:s + _PAIR_CHUNK], everyone)
+        np.fill_diagonal(pairs, np.inf)  # not with itself
+
+    def find_partners(rows: np.ndarray, act: np.ndarray) -> None:
+        if pairs is not None:  # inactive columns hold inf; argmin's first minimum is the lowest index
+            j = np.argmin(pairs[rows], axis=1)
+            partner[rows], best[rows] = j, pairs[rows, j]
+            return
+        for s in range(0, rows.size, _PAIR_CHUNK):
+            r = rows[s:s + _PAIR_CHUNK]
+            loss = added(r, act)
+            loss[np.arange(r.size), np.searchsorted(act, r)] = np.inf  # not with itself
+            j = np.argmin(loss, axis=1)
+            partner[r], best[r] = act[j], loss[np.arange(r.size), j]
+
+    find_partners(np.arange(n), np.arange(n))
+    finished: list[np.ndarray] = []
+    n_active = n
+    reporter = _Progress(progress, "pando bottom-up merges", "merge", 10 * _LOG_EVERY)
+    while n_active > 1:
+        i = int(np.argmin(best))
+        a, b = sorted((i, int(partner[i])))
+        packed[a] |= packed[b]
+        size[a] += size[b]
+        cost[a] = size[a] * pk.weight(packed[a][None, :])[0]
+        members[a] += members[b]
+        active[b], best[b] = False, np.inf
+        n_active -= 1
+        if size[a] >= block_rows:
+            finished.append(np.array(sorted(members[a]), dtype=np.int64))
+            active[a], best[a] = False, np.inf
+            n_active -= 1
+        if pairs is not None:
+            pairs[b, :] = pairs[:, b] = np.inf
+            if not active[a]:
+                pairs[a, :] = pairs[:, a] = np.inf
+        act = np.flatnonzero(active)
+        stale = (partner[act] == a) | (partner[act] == b)
+        if active[a]:
+            pos = int(np.searchsorted(act, a))
+            stale[pos] = False
+            loss = added(np.array([a]), act)[0]
+            loss[pos] = np.inf
+            if pairs is not None:
+                pairs[a, act] = pairs[act, a] = loss
+            j = int(np.argmin(loss))
+            partner[a], best[a] = act[j], loss[j]
+            # ties go to the lower index, as in find_partners
+            closer = ~stale & ((loss < best[act]) | ((loss == best[act]) & (a < partner[act])))
+            closer[pos] = False
+            partner[act[closer]], best[act[closer]] = a, loss[closer]
+        if stale.any():
+            find_partners(act[stale], act)
+        reporter.step(f"{n_active} blocks unfinished")
+    reporter.done(f"{len(finished)} blocks finished")
+    if n_active == 1:
+        return finished, np.array(sorted(members[int(np.flatnonzero(active)[0])]), dtype=np.int64)
+    return finished, None
+
+
+# ---------------------------------------------------------------------------
+# Truncation (§6.2, last paragraph)
+
+
+def _mapped_tuples(blocks: PandoBlocks, leaf_maps: Sequence[np.ndarray] | None) -> np.ndarray:
+    """blocks.tuples over the leaves of truncated trees (leaf_maps: old -> new per tree)."""
+    if leaf_maps is None:
+        return blocks.tuples
+    if len(leaf_maps) != blocks.k:
+        raise ValueError(f"{len(leaf_maps)} leaf maps for {blocks.k} trees")
+    return np.stack([np.asarray(leaf_maps[i], dtype=np.int64)[blocks.tuples[:, i]] for i in range(blocks.k)],
+                    axis=1)
+
+
+def leaf_block_sets(trees: Sequence[Node], blocks: PandoBlocks,
+                    leaf_maps: Sequence[np.ndarray] | None = None) -> tuple[tuple[np.ndarray, ...], ...]:
+    """Per tree, per leaf id, the sorted blocks the leaf points to: those of the
+    cells whose entry for that tree is the leaf (empty for a leaf with no rows).
+    `leaf_maps` (from `truncate`) when the trees are truncated ones."""
+    if len(trees) != blocks.k:
+        raise ValueError(f"{len(trees)} trees for {blocks.k}-tuples")
+    tuples = _mapped_tuples(blocks, leaf_maps)
+    tuple_idx, block = blocks.tuple_block_pairs()
+    out = []
+    for i, root in enumerate(trees):
+        n_leaves = _leaf_count(root)
+        pairs = np.unique(np.stack([tuples[tuple_idx, i], block], axis=1), axis=0) \
+            if block.size else np.zeros((0, 2), np.int64)
+        bounds = np.searchsorted(pairs[:, 0], np.arange(n_leaves + 1))
+        out.append(tuple(pairs[bounds[leaf]:bounds[leaf + 1], 1].copy() for leaf in range(n_leaves)))
+    return tuple(out)
+
+
+class Truncated(NamedTuple):
+    """Truncated trees and, per tree, old leaf id -> new leaf id ((old leaves,) int64)."""
+
+    trees: tuple[Node, ...]
+    leaf_maps: tuple[np.ndarray, ...]
+
+
+class _Merged(NamedTuple):
+    """A subtree truncated into one leaf: its old leaves and their block set."""
+
+    old: list[int]
+    idx: list[np.ndarray]
+    rows: int
+    blocks: tuple[int, ...]
+
+
+def truncate(trees: Sequence[Node], blocks: PandoBlocks) -> Truncated:
+    """Remove every cut whose two children (after truncating below them) are
+    leaves pointing to the same set of blocks (`leaf_block_sets`), bottom-up,
+    so that no two sibling leaves share a block set. A merged leaf keeps its
+    old leaves' vectors and rows; leaves are renumbered 0.. left to right.
+
+    The router over truncated trees (`block_reads(..., leaf_maps=..., per_tree=True)`)
+    reads what it read over the untruncated ones: a query that admits one
+    child of a removed cut gets the same blocks from the merged leaf (a query
+    both implied by and disjoint with a cut, so unsatisfiable, skipped both
+    children and now reads their blocks). Inserts
+    (§7) route through the untruncated trees and `blocks`' cell -> block map.
+    """
+    sets = leaf_block_sets(trees, blocks)
+    out_trees, maps = [], []
+    for root, tree_sets in zip(trees, sets):
+        keys = [tuple(s.tolist()) for s in tree_sets]
+        shape = _truncated(root, keys)
+        leaf_map = np.full(len(keys), -1, dtype=np.int64)
+        counter = [0]
+        out_trees.append(_rebuild(shape, leaf_map, counter))
+        maps.append(leaf_map)
+    return Truncated(tuple(out_trees), tuple(maps))
+
+
+def _truncated(node: Node, keys: list[tuple[int, ...]]):
+    """A `_Merged` leaf or (cut, left, right). Recursive: depth is bounded by the
+    number of cuts (a cut repeats on no path of a tree with non-empty leaves)."""
+    if node.is_leaf:
+        return _Merged([node.leaf_id], [node.vector_indices], node.rows, keys[node.leaf_id])
+    left, right = _truncated(node.left, keys), _truncated(node.right, keys)
+    if isinstance(left, _Merged) and isinstance(right, _Merged) and left.blocks == right.blocks:
+        return _Merged(left.old + right.old, left.idx + right.idx, left.rows + right.rows, left.blocks)
+    return node.cut, left, right
+
+
+def _rebuild(shape, leaf_map: np.ndarray, counter: list[int]) -> Node:
+    if isinstance(shape, _Merged):
+        new_id = counter[0]
+        counter[0] += 1
+        leaf_map[shape.old] = new_id
+        return Node.leaf(new_id, np.sort(np.concatenate(shape.idx)), shape.rows)
+    cut, left, right = shape
+    left_node = _rebuild(left, leaf_map, counter)  # left first: ids go left to right
+    return Node.split(cut, left_node, _rebuild(right, leaf_map, counter))
+
+
+# ---------------------------------------------------------------------------
+# What a query reads
+
+
+def block_reads(
+    trees: Sequence[Node],
+    workload: Workload,
+    blocks: PandoBlocks,
+    leaf_maps: Sequence[np.ndarray] | None = None,
+    per_tree: bool = False,
+) -> np.ndarray:
+    """(Q, n_blocks) bool: the blocks each query reads.
+
+    Default: block B is read when some cell of B is admitted by every tree
+    (the cost `bottom_up_blocks` minimizes). ``per_tree=True``: the paper's
+    §5 router, B is read when every tree has an admitted leaf pointing to B
+    (possibly through different cells of B). `leaf_maps` (from `truncate`)
+    when `trees` are the truncated trees.
+    """
+    if len(trees) != blocks.k:
+        raise ValueError(f"{len(trees)} trees for {blocks.k}-tuples")
+    tuples = _mapped_tuples(blocks, leaf_maps)
+    tuple_idx, block = blocks.tuple_block_pairs()
+    if not per_tree:
+        return reads_per_block(tuple_reads(trees, workload, tuples), tuple_idx, block, blocks.n_blocks)
+    out = np.ones((workload.n_queries, blocks.n_blocks), dtype=bool)
+    for i, adm in enumerate(admitted(trees, workload)):
+        out &= reads_per_block(adm[:, tuples[:, i]], tuple_idx, block, blocks.n_blocks)
+    return out
+
+
+def blocks_read(
+    trees: Sequence[Node],
+    workload: Workload,
+    blocks: PandoBlocks,
+    leaf_maps: Sequence[np.ndarray] | None = None,
+    per_tree: bool = False,
+) -> np.ndarray:
+    """(Q,) int64: rows each query reads (unweighted), per `block_reads`."""
+    return block_reads(trees, workload, blocks, leaf_maps, per_tree).astype(np.int64) @ blocks.block_rows
+
+
+def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[Node], blocks: PandoBlocks) -> np.ndarray:
+    """(Q,) int64: the rows each query reads through the catalog's router: the
+    blocks with a cell every tree admits (`block_reads`) that the per-block
+    cut bits do not rule out (a query implies a cut no row of the block
+    satisfies, or is disjoint with one every row satisfies). The rows of a
+    cell cut into several blocks are counted as if each block held all its
+    vectors (the sort column decides, unknown here): an estimate from above.
+    `trees` are those `blocks` was made from."""
+    tuple_of_vector, tuples = k_tuples(trees, vc)
+    if not np.array_equal(tuples, blocks.tuples):
+        raise ValueError("the blocks were not made from these trees")
+    held = tuple_of_vector >= 0
+    n_cells, m = tuples.shape[0], vc.m
+    cell_any = np.zeros((n_cells, m), dtype=bool)
+    cell_all = np.ones((n_cells, m), dtype=bool)
+    np.logical_or.at(cell_any, tuple_of_vector[held], vc.vectors[held])
+    np.logical_and.at(cell_all, tuple_of_vector[held], vc.vectors[held])
+    tuple_idx, block = blocks.tuple_block_pairs()
+    block_any = np.zeros((blocks.n_blocks, m), dtype=bool)
+    block_all = np.ones((blocks.n_blocks, m), dtype=bool)
+    np.logical_or.at(block_any, block, cell_any[tuple_idx])
+    np.logical_and.at(block_all, block, cell_all[tuple_idx])
+    imp, dis = workload.implies.astype(np.int64), workload.disjoint.astype(np.int64)
+    cut_skip = (imp @ (~block_any).T.astype(np.int64) > 0) | (dis @ block_all.T.astype(np.int64) > 0)
+    reads = block_reads(trees, workload, blocks) & ~cut_skip
+    return reads.astype(np.int64) @ blocks.block_rows
+
+
+def fallback_blocks(blocks: PandoBlocks, n_leaves: int) -> np.ndarray:
+    """(n_leaves,) int64: for every leaf of tree 0, the first block of its largest
+    cell (ties: the lowest cell); a leaf without cells gets the largest cell's.
+
+    Where a row goes whose k-tuple holds no row of the sample the trees were
+    built on: next to rows it shares tree 0's leaf with. Any block keeps
+    skipping sound, since the catalog's lineage is taken from the rows
+    written; this one grows no leaf's block set in tree 0."""
+    if blocks.tuples.shape[0] == 0:
+        return np.zeros(n_leaves, dtype=np.int64)
+    largest_first = np.lexsort((np.arange(blocks.tuple_rows.shape[0]), -blocks.tuple_rows))
+    out = np.full(n_leaves, blocks.tuple_first_block[largest_first[0]], dtype=np.int64)
+    for cell in largest_first[::-1]:  # the largest cell is written last and wins
+        out[blocks.tuples[cell, 0]] = blocks.tuple_first_block[cell]
+    return out
+
+
+_PLACE_CHUNK = 256  # unseen cells placed between two updates of the blocks' reads and sizes
+
+
+def place_cells(
+    new_reads: np.ndarray,
+    new_rows: np.ndarray,
+    planned_reads: np.ndarray,
+    block_rows: np.ndarray,
+    weights: np.ndarray,
+) -> np.ndarray:
+    """(U,) int64: the block for each of U cells the plan never saw (k-tuples of
+    rows outside the sample), by §6.2's merge cost. Adding a cell of r rows
+    read by queries A to a block of R rows read by queries B adds
+
+        R w(A - B) + r w(B - A)
+
+    rows read (the queries that newly scan the block, and those that now also
+    scan the cell's rows). Cells are placed largest first, `_PLACE_CHUNK` at a
+    time, each chunk seeing the blocks as the chunks before left them; ties go
+    to the lowest block.
+
+    new_reads: (Q, U) bool, the queries each new cell is admitted by (every tree).
+    new_rows: (U,) rows of each new cell. planned_reads: (Q, n_blocks) bool and
+    block_rows: (n_blocks,) the blocks as planned. weights: (Q,) query weights.
+    """
+    new_reads = np.asarray(new_reads, dtype=bool)
+    new_rows = np.asarray(new_rows, dtype=np.float64)
+    reads = np.array(planned_reads, dtype=bool).T.copy()  # (n_blocks, Q), updated as cells land
+    rows = np.array(block_rows, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    n_new = new_rows.shape[0]
+    out = np.zeros(n_new, dtype=np.int64)
+    if n_new == 0:
+        return out
+    if rows.shape[0] == 0:
+        raise ValueError("no block to place cells in")
+    order = np.lexsort((np.arange(n_new), -new_rows))  # largest first, ties by index
+    for start in range(0, n_new, _PLACE_CHUNK):
+        chunk = order[start:start + _PLACE_CHUNK]
+        a = new_reads[:, chunk].T.astype(np.float64)  # (c, Q)
+        both = (a * w) @ reads.T.astype(np.float64)  # (c, n_blocks): w(A & B)
+        only_new = (a @ w)[:, None] - both  # w(A - B)
+        only_block = (reads.astype(np.float64) @ w)[None, :] - both  # w(B - A)
+        cost = rows[None, :] * only_new + new_rows[chunk, None] * only_block
+        chosen = np.argmin(np.round(cost, 6), axis=1)  # rounded: ties are exact, not float noise
+        out[chunk] = chosen
+        np.add.at(rows, chosen, new_rows[chunk])
+        np.logical_or.at(reads, chosen, new_reads[:, chunk].T)
+    return out

@@ -1,0 +1,63 @@
+"""The nightly steps' work for one table without their files: featurize, reduce,
+plan, assign blocks, all in one Spark session and in memory.
+
+The benchmarks lay tables out through this, and it calls exactly the
+functions the steps call (`optimizers.plan_layout`, `spark.featurize`,
+`spark.assign`), so their figures describe what the nightly DAG produces
+(tests/test_one_plan_spark.py checks the block of every row is the same).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from layout_core.optimizers import (
+    CandidateCut, LayoutPlan, TableQueries, get_optimizer, plan_layout,
+)
+from layout_core.base.schema import TableSchema
+
+
+@dataclass
+class TableLayout:
+    plan: LayoutPlan
+    cuts: list[CandidateCut]
+    blocked: Any  # DataFrame: the table's columns, cut flags `_cut<j>`, `_vec` and the 0-based `_block`
+    seconds: dict[str, float] = field(default_factory=dict)  # featurize, reduce, optimize, assign
+
+    def release(self) -> None:
+        self.blocked.unpersist()
+
+
+def lay_out_in_memory(table: TableSchema, rows, frames: Mapping[str, Any], optimizer: str,
+                      settings: Mapping[str, Any], queries: TableQueries) -> TableLayout:
+    """`rows` (a DataFrame of the table) laid out by `optimizer`; `frames` holds the
+    data of the tables join-induced cuts start from. The result is cached."""
+    from layout_core.spark.assign import with_plan_blocks
+    from layout_core.spark.featurize import usable_cuts, vector_sample, with_vectors
+
+    seconds = {}
+    started = time.monotonic()
+    chosen = get_optimizer(optimizer)
+    resolved = chosen.resolve(settings)
+    cuts = usable_cuts(table.name, chosen.choose_cuts(queries, resolved), frames)
+    workload = queries.summary(cuts, table)
+    flagged = with_vectors(rows.select(*table.column_names), cuts, frames).cache()
+    flagged.count()
+    seconds["featurize"] = time.monotonic() - started
+
+    started = time.monotonic()
+    sample = vector_sample(flagged, table.column_names, int(resolved.get("sample_rows", 0)))
+    seconds["reduce"] = time.monotonic() - started
+
+    started = time.monotonic()
+    plan = plan_layout(chosen, table, sample, cuts, workload, resolved)
+    seconds["optimize"] = time.monotonic() - started
+
+    started = time.monotonic()
+    blocked = with_plan_blocks(flagged, plan).cache()
+    blocked.count()
+    flagged.unpersist()
+    seconds["assign"] = time.monotonic() - started
+    return TableLayout(plan, cuts, blocked, {k: round(v, 3) for k, v in seconds.items()})

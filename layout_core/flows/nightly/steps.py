@@ -1,0 +1,565 @@
+"""The nightly layout of one table partition, as seven restartable steps.
+
+    ingest -> featurize -> reduce -> optimize -> write_blocks -> verify -> update_catalog
+
+Each step reads the artifacts the previous ones left under the run's staging
+folder (`<warehouse>/_runs/<table>/<partition>/<run id>/`, typed in
+`pipeline.artifacts`) and writes its own, replacing any output of an earlier
+attempt: re-running a step (an Airflow retry) gives the same result and
+never duplicates rows. Nothing is visible to readers until update_catalog
+activates the version, in one catalog transaction; a failure before that
+leaves the previous layout serving.
+
+The optimizer and its settings are given once, to featurize, and travel in
+`features.json`; `optimize` calls `optimizers.plan_layout`, the same function
+the benchmarks call, and `write_blocks` applies the plan with
+`spark.assign.with_plan_blocks`.
+
+Every step returns a small dict of numbers (logged, and kept in
+`metrics.json` so reports and benchmarks can show time per step).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from layout_core.catalog import BlockRecord, Catalog, CatalogError, CutRecord, VersionSuperseded
+from layout_core.base.errors import UserError
+from layout_core.optimizers import PlanError
+from layout_core.optimizers.plan import TreeBlocks, as_lists
+from layout_core.predicates import dumps, loads
+from layout_core.base.schema import Schema, TableSchema
+from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
+from layout_core.flows.nightly.artifacts import (
+    ArtifactError, CutEntry, Features, IngestSummary, Vectors, Verification, WrittenBlocks,
+    read_artifact, write_artifact, write_json,
+)
+
+log = logging.getLogger("layout.pipeline")
+
+PLAN_FILE = "plan.json"
+
+
+class StepError(UserError, RuntimeError):
+    """A step cannot run or its result is wrong; nothing is activated."""
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    warehouse: Path
+    table: str
+    partition: str
+    run_id: str
+
+    @property
+    def location(self) -> Path:
+        return self.warehouse / self.table
+
+    @property
+    def staging(self) -> Path:
+        return self.warehouse / "_runs" / self.table / (self.partition or "_all") / staging_name(self.run_id)
+
+    def file(self, name: str) -> Path:
+        return self.staging / name
+
+
+def staging_name(run_id: str) -> str:
+    """The folder name of a run id (Airflow run ids hold ':' and '+')."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)
+
+
+def read_step_artifact(paths: RunPaths, cls, step: str):
+    try:
+        return read_artifact(paths.staging, cls, step)
+    except ArtifactError as e:
+        raise StepError(str(e)) from None
+
+
+def record_metrics(paths: RunPaths, step: str, numbers: dict) -> dict:
+    metrics_path = paths.file("metrics.json")
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
+    metrics[step] = numbers
+    write_json(metrics_path, metrics)
+    log.info("%s %s/%s: %s", step, paths.table, paths.partition or "-",
+             ", ".join(f"{k}={v}" for k, v in numbers.items()))
+    return numbers
+
+
+def read_metrics(paths: RunPaths) -> dict:
+    path = paths.file("metrics.json")
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+# ---------------------------------------------------------------------------
+# ingest
+
+
+def ingest(spark, paths: RunPaths, table: TableSchema, source: str, catalog: Catalog,
+           date_column: str | None = None, start: str | None = None, end: str | None = None,
+           partition_column: str = "dt") -> dict:
+    """Copy one batch (a Parquet path, optionally a [start, end) date range) into staging."""
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    df = spark.read.parquet(source)
+    missing = [c for c in table.column_names if c not in df.columns]
+    if missing:
+        raise StepError(f"{source} lacks columns of {table.name}: {missing}")
+    if start or end:
+        if not date_column:
+            raise StepError("a date range needs --date-column")
+        if start:
+            df = df.where(F.col(date_column) >= F.lit(start).cast("date"))
+        if end:
+            df = df.where(F.col(date_column) < F.lit(end).cast("date"))
+    # the schema's types, so that later batches (changes.apply casts its rows the same way) can
+    # share a block's folder: Parquet files of one folder must agree on their column types
+    df = df.select(*[F.col(c).cast(table.spark_type(c)).alias(c) for c in table.column_names])
+    df.write.mode("overwrite").parquet(str(paths.file("input")))
+    rows, checksum = rows_fingerprint(spark.read.parquet(str(paths.file("input"))), table.column_names)
+    write_artifact(paths.staging, IngestSummary(rows, str(checksum)))  # verify compares the blocks with this
+    catalog.register_table(table.name, str(paths.location), partition_column if paths.partition else None,
+                           schema_json={"columns": dict(table.columns)})
+    if rows == 0:
+        log.warning("ingest %s/%s: the batch is empty; the layout will have no blocks",
+                    table.name, paths.partition)
+    return record_metrics(paths, "ingest", {"rows": rows, "seconds": round(time.monotonic() - t0, 2)})
+
+
+# ---------------------------------------------------------------------------
+# featurize
+
+
+def _read_log(query_log: str | None, schema: Schema):
+    """The analyzed query log (None without one); statements that fail are logged and skipped."""
+    from layout_core.workload.analyze import analyze_file
+
+    if not query_log:
+        return None
+    summary = analyze_file(query_log, schema)
+    for index, error in summary.failed:
+        log.warning("query log statement %d skipped: %s", index, error)
+    if summary.queries and not summary.analyses:
+        log.warning("query log %s: none of its %d statements could be analyzed", query_log, summary.queries)
+    return summary
+
+
+def _log_numbers(summary, table: str) -> dict:
+    if summary is None:
+        return {"queries": 0, "parsed": 0, "failed": 0, "queries_on_table": 0}
+    on_table = sum(len(a.refs_of_table(table)) for a in summary.analyses)
+    return {"queries": summary.queries, "parsed": len(summary.analyses), "failed": len(summary.failed),
+            "queries_on_table": on_table}
+
+
+def active_sources(catalog: Catalog, tables: set[str]) -> dict[str, dict]:
+    """{table: {"versions": [...], "paths": [...]}} for the tables that have active, non-empty layouts."""
+    registered = {t.name for t in catalog.tables()}
+    snapshot = catalog.snapshot(sorted(tables & registered))
+    sources = {}
+    for table in sorted(tables & registered):
+        layouts = snapshot.layouts_of(table)
+        block_paths = [b.path for layout in layouts for b in layout.blocks]
+        if block_paths:
+            sources[table] = {"versions": sorted(layout.version.version_id for layout in layouts),
+                              "paths": block_paths}
+    return sources
+
+
+def source_frames(spark, schema: Schema, paths_by_table: dict[str, list[str]]) -> dict:
+    """The data of dimension tables, read from their block folders."""
+    missing = [p for paths in paths_by_table.values() for p in paths if not Path(p).is_dir()]
+    if missing:
+        raise StepError(f"{len(missing)} block folders of a dimension layout are missing, e.g. {missing[0]}")
+    return {table: spark.read.parquet(*paths).select(*schema.table(table).column_names)
+            for table, paths in paths_by_table.items()}
+
+
+def keys_file(paths: RunPaths, position: int) -> Path:
+    """Where a run keeps the literal keys (Roaring bitmap) of its join-induced cut `position`."""
+    return paths.file("literal_keys") / f"cut{position}.roaring"
+
+
+def cut_records(paths: RunPaths, entries, step: str = "featurize") -> list:
+    """Catalog records of featurized cuts, join-induced ones with their literal keys
+    read back from the run's staging folder (`step` wrote them)."""
+    records = []
+    for c in entries:
+        keys = None
+        if c.kind == "join_induced":
+            path = keys_file(paths, c.position)
+            if not path.exists():
+                raise StepError(f"{path} is missing: run {step} again")
+            keys = path.read_bytes()
+        records.append(CutRecord(c.position, c.predicate, c.sql, c.kind, path=c.path, literal_keys=keys,
+                                 source_versions=c.source_versions))
+    return records
+
+
+def frames_of_versions(spark, catalog: Catalog, schema: Schema, versions) -> dict:
+    """The data of the dimension layout versions `versions` ((table, version id) pairs) that
+    join-induced cut bits were computed from, read from their block folders."""
+    by_table: dict[str, list[str]] = {}
+    for t, v in sorted(set(versions)):
+        by_table.setdefault(t, []).extend(catalog.block_paths(v))
+    return source_frames(spark, schema, by_table) if by_table else {}
+
+
+def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, optimizer: str,
+              settings: Mapping[str, Any] | None = None, catalog: Catalog | None = None) -> dict:
+    """Pick the optimizer's cuts from the query log and add the bit vector column to every row.
+
+    Join-induced cuts (mto) get bits computed exactly from the active layouts
+    of the dimension tables on their paths; their literal keys are kept as
+    Roaring bitmaps."""
+    from layout_core.optimizers import TableQueries, get_optimizer
+    from layout_core.optimizers.base import schema_fingerprint
+    from layout_core.base.names import VECTOR_COLUMN
+    from layout_core.spark.featurize import path_tables, usable_cuts, with_vectors
+    from layout_core.spark.induced import literal_keys
+
+    t0 = time.monotonic()
+    table = schema.table(paths.table)
+    try:
+        chosen = get_optimizer(optimizer)
+        resolved = chosen.resolve(settings)
+    except PlanError as e:
+        raise StepError(str(e)) from None
+    summary = _read_log(query_log, schema)
+    queries = TableQueries(table.name, tuple(summary.analyses) if summary else (), schema.key_hops())
+    cuts = chosen.choose_cuts(queries, resolved)
+    frames: dict = {}
+    sources: dict = {}
+    induced_tables = set().union(*map(path_tables, cuts)) if cuts else set()
+    if induced_tables:
+        if catalog is None:
+            raise StepError("join-induced cuts need the catalog of the dimension layouts")
+        sources = active_sources(catalog, induced_tables)
+        frames = source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
+    cuts = usable_cuts(table.name, cuts, frames)
+    workload = queries.summary(cuts, table)
+    entries = []
+    for position, cut in enumerate(cuts):
+        # support: Sun's (fineblock), else the training references that imply the cut or are disjoint with it
+        support = cut.support or sum(i[position] or d[position] for i, d in zip(workload.implies, workload.disjoint))
+        induced = {}
+        if cut.kind == "join_induced":
+            keys = literal_keys(frames, cut.predicate)
+            keys_path = keys_file(paths, position)
+            keys_path.parent.mkdir(parents=True, exist_ok=True)
+            keys_path.write_bytes(keys.serialize())
+            induced = {"path": tuple(str(h) for h in cut.predicate.hops), "literal_keys": len(keys),
+                       "source_versions": tuple((t, int(v)) for t in sorted(path_tables(cut))
+                                                for v in sources[t]["versions"])}
+        entries.append(CutEntry(position, cut.kind, cut.sql, dumps(cut.predicate), support, **induced))
+        log.info("cut %d (%s, support %d): %s", position, cut.kind, support, cut.sql)
+    if summary is None or not summary.analyses:
+        log.warning("featurize %s: no usable queries in the log; %s lays the table out without them",
+                    table.name, chosen.name)
+    df = spark.read.parquet(str(paths.file("input")))
+    flagged = with_vectors(df, cuts, frames)
+    flagged.select(*df.columns, VECTOR_COLUMN).write.mode("overwrite").parquet(str(paths.file("featurized")))
+    numbers = _log_numbers(summary, table.name)
+    write_artifact(paths.staging, Features(chosen.name, as_lists(resolved), table.name,
+                                           schema_fingerprint(table), tuple(entries), workload.to_json(), numbers))
+    return record_metrics(paths, "featurize", {
+        **numbers, "optimizer": chosen.name, "cuts": len(entries),
+        "join_induced": sum(e.kind == "join_induced" for e in entries),
+        "seconds": round(time.monotonic() - t0, 2)})
+
+
+def _features(paths: RunPaths, table: TableSchema, step: str) -> Features:
+    """features.json, refused when the table's schema changed since featurize ran."""
+    from layout_core.optimizers.base import schema_fingerprint
+
+    features = read_step_artifact(paths, Features, step)
+    if features.table != table.name or features.schema_fingerprint != schema_fingerprint(table):
+        raise StepError(f"featurize ran for another schema of {table.name}: run it again")
+    return features
+
+
+# ---------------------------------------------------------------------------
+# reduce
+
+
+def reduce_vectors(spark, paths: RunPaths, table: TableSchema) -> dict:
+    """(vector, count) pairs of the partition, or of a row-hash sample of about
+    `sample_rows` rows when the optimizer builds its plan on a sample."""
+    from layout_core.base.names import VECTOR_COLUMN
+    from layout_core.spark.featurize import vector_sample
+
+    t0 = time.monotonic()
+    features = _features(paths, table, "reduce")
+    df = spark.read.parquet(str(paths.file("featurized")))
+    if dict(df.dtypes).get(VECTOR_COLUMN) != "string":
+        raise StepError("the featurized rows were written by an older version: run featurize again")
+    sample = vector_sample(df, table.column_names, int(features.settings.get("sample_rows", 0)))
+    write_artifact(paths.staging, Vectors(sample.keys, tuple(sample.counts.tolist()), sample.rows))
+    return record_metrics(paths, "reduce", {"rows": sample.rows, "sampled_rows": sample.sampled_rows,
+                                     "distinct_vectors": len(sample.keys),
+                                     "seconds": round(time.monotonic() - t0, 2)})
+
+
+# ---------------------------------------------------------------------------
+# optimize
+
+
+def plan_inputs(features: Features, vectors: Vectors):
+    """(vector sample, candidate cuts, workload) of the plan, from the artifacts."""
+    from layout_core.optimizers import CandidateCut, PlanWorkload, VectorSample
+
+    cuts = [CandidateCut(loads(c.predicate), c.kind, c.support) for c in features.cuts]
+    return (VectorSample(vectors.keys, list(vectors.counts), vectors.rows), cuts,
+            PlanWorkload.from_json(features.workload))
+
+
+def optimize(paths: RunPaths, table: TableSchema) -> dict:
+    """The layout plan: which rows go to which block (`optimizers.plan_layout`)."""
+    from layout_core.optimizers import plan_layout
+
+    t0 = time.monotonic()
+    features = _features(paths, table, "optimize")
+    sample, cuts, workload = plan_inputs(features, read_step_artifact(paths, Vectors, "optimize"))
+    try:
+        plan = plan_layout(features.optimizer, table, sample, cuts, workload, features.settings)
+    except PlanError as e:
+        raise StepError(str(e)) from None
+    write_json(paths.file(PLAN_FILE), plan.to_json())
+    numbers = {"optimizer": plan.optimizer, "blocks": plan.n_blocks, "rows": plan.rows,
+               "sampled_rows": sample.sampled_rows}
+    if isinstance(plan.assignment, TreeBlocks):
+        numbers["leaves"] = len(plan.assignment.leaf_n_blocks)
+    if plan.choices:
+        numbers["choices"] = as_lists(dict(plan.choices))
+    return record_metrics(paths, "optimize", {**numbers, "seconds": round(time.monotonic() - t0, 3)})
+
+
+def read_plan(paths: RunPaths, step: str):
+    from layout_core.optimizers import LayoutPlan
+
+    path = paths.file(PLAN_FILE)
+    if not path.exists():
+        raise StepError(f"{path} (written by optimize) is missing: run optimize before {step}")
+    try:
+        return LayoutPlan.from_json(json.loads(path.read_text()), source=f"{path} (written by optimize)")
+    except (PlanError, ValueError) as e:
+        raise StepError(str(e)) from None
+
+
+# ---------------------------------------------------------------------------
+# write_blocks
+
+
+def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
+                 partition_column: str = "dt") -> dict:
+    """Reserve block ids (one catalog version per run id) and write the block folders."""
+    from pyspark.sql import functions as F
+
+    from layout_core.base.names import BLOCK_INDEX_COLUMN
+    from layout_core.spark.assign import with_plan_blocks
+    from layout_core.base.names import BLOCK_ID_COLUMN
+    from layout_core.spark.blocks import write_block_folders
+
+    t0 = time.monotonic()
+    plan = read_plan(paths, "write_blocks")
+    try:
+        plan.check_table(table)
+    except PlanError as e:
+        raise StepError(str(e)) from None
+    try:
+        version, ids = catalog.begin_version(table.name, paths.partition, plan.optimizer, dict(plan.settings),
+                                             paths.run_id, plan.n_blocks)
+    except CatalogError as e:
+        raise StepError(f"{e} (the optimizer's result changed since the first attempt of this run: "
+                        f"start a new run)") from None
+    if catalog.version(version).state == "active" and paths.file(WrittenBlocks.FILE).exists():
+        # A retry after this run already went live: its folders are being read; leave them.
+        return record_metrics(paths, "write_blocks", {"version": version, "already_active": True})
+    for stale in (Verification.FILE, WrittenBlocks.FILE):  # an earlier attempt's: never trust them now
+        paths.file(stale).unlink(missing_ok=True)
+    df = spark.read.parquet(str(paths.file("featurized")))
+    written = {}
+    if plan.n_blocks:
+        blocked = with_plan_blocks(df, plan).withColumn(BLOCK_ID_COLUMN, F.col(BLOCK_INDEX_COLUMN) + F.lit(ids.start))
+        written = write_block_folders(blocked, table.column_names, paths.location,
+                                      paths.file("block_staging"),
+                                      partition_column if paths.partition else None, paths.partition)
+    write_artifact(paths.staging, WrittenBlocks(
+        version, ids.start, {str(b): {"path": str(p), "bytes": n} for b, (p, n) in written.items()}))
+    return record_metrics(paths, "write_blocks", {"version": version, "blocks": len(written),
+                                           "bytes": sum(n for _, n in written.values()),
+                                           "seconds": round(time.monotonic() - t0, 2)})
+
+
+# ---------------------------------------------------------------------------
+# verify
+
+
+def rows_fingerprint(df, columns: Sequence[str]) -> tuple[int, int]:
+    """(rows, order-independent checksum): the sum of a 64-bit hash of every row."""
+    from pyspark.sql import functions as F
+
+    # xxhash64 skips NULL arguments: (1, 'A', NULL) and (1, NULL, 'A') would hash alike
+    # without a null flag per column.
+    row_hash = F.xxhash64(*[x for c in columns for x in (F.col(c), F.col(c).isNull())]).cast("decimal(38,0)")
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.coalesce(F.sum(row_hash), F.lit(0)).alias("h")).collect()[0]
+    return int(row["n"]), int(row["h"])
+
+
+def written_frame(spark, table: TableSchema, written):
+    """The rows of the written blocks (an artifact with `.blocks`: str(id) -> {"path"}), or None."""
+    from layout_core.base.names import BLOCK_ID_COLUMN
+
+    block_paths = [b["path"] for b in written.blocks.values()]
+    if not block_paths:
+        return None
+    base = str(Path(block_paths[0]).parent)
+    frame = spark.read.option("basePath", base).parquet(*block_paths)
+    return frame.select(*table.column_names, BLOCK_ID_COLUMN)
+
+
+def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict:
+    """Rows and checksum of the written blocks equal those of the input; else fail the version."""
+    t0 = time.monotonic()
+    paths.file(Verification.FILE).unlink(missing_ok=True)  # only this attempt's verdict counts
+    written = read_step_artifact(paths, WrittenBlocks, "verify")
+    missing = [b["path"] for b in written.blocks.values() if not Path(b["path"]).is_dir()]
+    if missing:
+        reason = f"verify failed: {len(missing)} written block folders are missing, e.g. {missing[0]}"
+        catalog.fail(written.version, reason)
+        raise StepError(reason)
+    ingested = read_step_artifact(paths, IngestSummary, "verify")
+    expected = (ingested.rows, int(ingested.checksum))
+    frame = written_frame(spark, table, written)
+    actual = rows_fingerprint(frame, table.column_names) if frame is not None else (0, 0)
+    if expected != actual:
+        reason = (f"verify failed: input has {expected[0]} rows (checksum {expected[1]}), "
+                  f"written blocks have {actual[0]} rows (checksum {actual[1]})")
+        catalog.fail(written.version, reason)
+        raise StepError(reason)
+    write_artifact(paths.staging, Verification(written.version, actual[0], str(actual[1])))
+    return record_metrics(paths, "verify", {"rows": actual[0], "seconds": round(time.monotonic() - t0, 2)})
+
+
+# ---------------------------------------------------------------------------
+# update_catalog
+
+
+def block_rows_error(plan, summaries, first_id: int) -> float | None:
+    """Largest relative error of the plan's expected block sizes against the written blocks."""
+    errors = [abs(s.row_count - plan.expected_block_rows[s.block_id - first_id])
+              / plan.expected_block_rows[s.block_id - first_id]
+              for s in summaries if plan.expected_block_rows[s.block_id - first_id] > 0]
+    return round(max(errors), 4) if errors else None
+
+
+def tree_records(plan) -> list:
+    """The plan's routing trees as catalog node records (tree t, node ids in preorder)."""
+    return [record for tree, root in enumerate(plan.routing_trees()) for record in node_records(tree, root)]
+
+
+def node_records(tree: int, root) -> list:
+    from layout_core.catalog import TreeNodeRecord
+
+    records: list = []
+
+    def add(node) -> int:
+        node_id = len(records)
+        records.append(None)
+        if node.is_leaf:
+            records[node_id] = TreeNodeRecord(tree, node_id, node.rows, leaf_id=node.leaf_id)
+        else:
+            left, right = add(node.left), add(node.right)
+            records[node_id] = TreeNodeRecord(tree, node_id, node.rows, cut=node.cut, left=left, right=right)
+        return node_id
+
+    add(root)
+    return records
+
+
+def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
+                   schema: Schema | None = None, range_sets: int = DEFAULT_RANGE_SETS) -> dict:
+    """Cuts (with literal keys), the plan and its tree, per-block stats (range
+    sets of at most `range_sets` ranges per column), cut bit vectors and
+    lineage, then activate (retiring the old version)."""
+    from layout_core.spark.assign import block_lineage
+    from layout_core.base.names import BLOCK_ID_COLUMN
+    from layout_core.spark.blocks import summarize_blocks, with_bit_vector
+    from layout_core.spark.induced import with_layout_cut_flags
+
+    t0 = time.monotonic()
+    verified = read_step_artifact(paths, Verification, "update_catalog")
+    written = read_step_artifact(paths, WrittenBlocks, "update_catalog")
+    version = written.version
+    if verified.version != version:
+        raise StepError("verified.json belongs to another version: run verify again")
+    info = catalog.version(version)
+    if info.state == "active":
+        return record_metrics(paths, "update_catalog", {"version": version, "already_active": True})
+    features = _features(paths, table, "update_catalog")
+    plan = read_plan(paths, "update_catalog")
+    predicates = [loads(c.predicate) for c in features.cuts]
+    # the bits of join-induced cuts come from the dimension versions featurize used
+    source_versions = {(t, v) for c in features.cuts for t, v in c.source_versions}
+    if source_versions and schema is None:
+        raise StepError("join-induced cuts need the schema of their dimension tables")
+    frames = frames_of_versions(spark, catalog, schema, source_versions)
+    frame = written_frame(spark, table, written)
+    summaries, lineage, cells = [], {}, {}
+    if frame is not None:
+        flagged = with_bit_vector(with_layout_cut_flags(frame, predicates, frames), len(predicates)).cache()
+        summaries = summarize_blocks(flagged, table, len(predicates), range_sets)
+        lineage, cells = block_lineage(flagged, plan.routing_trees(), BLOCK_ID_COLUMN)
+        flagged.unpersist()
+    blocks = []
+    for s in summaries:
+        meta = written.blocks[str(s.block_id)]
+        blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"], s.stats, s.union_bits,
+                                  s.all_bits, leaves=lineage.get(s.block_id, ()), cells=cells.get(s.block_id, ())))
+    records = cut_records(paths, features.cuts)
+    try:
+        catalog.set_cuts(version, records)
+        catalog.set_plan(version, plan.to_json())
+        catalog.set_trees(version, tree_records(plan))
+        catalog.set_blocks(version, blocks)
+        # the fingerprint of the rows verified in the blocks, not of an earlier attempt's input
+        catalog.activate(version, input_fingerprint=f"{verified.rows}:{verified.checksum}")
+    except VersionSuperseded as e:
+        # another run of this partition went live first: this version can never serve
+        catalog.fail(version, f"update_catalog: {e}")
+        raise StepError(f"cannot activate version {version}: {e}") from None
+    except CatalogError as e:
+        raise StepError(f"cannot activate version {version}: {e}") from None
+    numbers = {"version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks),
+               "expected_blocks": plan.n_blocks, "range_sets": range_sets}
+    error = block_rows_error(plan, summaries, written.first_block_id)
+    if error is not None:
+        numbers["block_rows_error_max"] = error
+    return record_metrics(paths, "update_catalog", {**numbers, "seconds": round(time.monotonic() - t0, 2)})
+
+
+# ---------------------------------------------------------------------------
+# all steps in one process
+
+
+def run_in_process(spark, catalog: Catalog, schema: Schema, paths: RunPaths, source: str, optimizer: str,
+                   settings: Mapping[str, Any] | None = None, query_log: str | None = None, *,
+                   date_column: str | None = None, start: str | None = None, end: str | None = None,
+                   partition_column: str = "dt") -> dict:
+    """The seven steps in order in one Spark session (tests, the demo's baselines, tools);
+    returns the run's metrics. The nightly DAG runs the same functions as separate jobs."""
+    table = schema.table(paths.table)
+    ingest(spark, paths, table, source, catalog, date_column, start, end, partition_column)
+    featurize(spark, paths, schema, query_log, optimizer, settings, catalog)
+    reduce_vectors(spark, paths, table)
+    optimize(paths, table)
+    write_blocks(spark, paths, table, catalog, partition_column)
+    verify(spark, paths, table, catalog)
+    update_catalog(spark, paths, table, catalog, schema)
+    return read_metrics(paths)

@@ -1,0 +1,118 @@
+"""Every TPC-H table laid out by the nightly steps, for the Spark golden tests."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from layout_core.catalog import Catalog
+from layout_core.flows.nightly import steps
+from layout_core.base.schema import load_schema
+from layout_core.skipping.router import RoutingIndex
+from layout_core.workload.tpch import generate, write_sql_file
+from tests.conftest import TPCH_TABLES
+
+SCHEMA = load_schema("tpch")
+
+
+def lay_out_tpch(spark, tpch: Path, home: Path, optimizer: str, block_rows: dict[str, int]) -> dict:
+    """Lay out the tables of `block_rows` in its order (parents first) with `optimizer`,
+    trained on 2 instances of every template; the routing index, the raw tables,
+    the tables read from their block folders, and the catalog snapshot."""
+    log = home / "train.sql"
+    write_sql_file(generate(2, seed=1, scale_factor=0.01), log)
+    with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
+        for table, rows in block_rows.items():
+            steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", table, "", "night-1"),
+                                 str(tpch / f"{table}.parquet"), optimizer, {"block_rows": rows}, str(log))
+    return laid_out_tpch(spark, tpch, home)
+
+
+def laid_out_tpch(spark, tpch: Path, home: Path) -> dict:
+    """What `lay_out_tpch` returns, for layouts already in `home`'s catalog."""
+    from layout_core.spark.views import layout_frame
+
+    with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
+        snapshot = catalog.snapshot()
+    raw = {t: spark.read.parquet(str(tpch / f"{t}.parquet")) for t in TPCH_TABLES}
+    blocks = {t: layout_frame(spark, snapshot, SCHEMA.table(t)) for t in TPCH_TABLES}
+    return {"index": RoutingIndex.from_snapshot(snapshot), "raw": raw, "blocks": blocks, "snapshot": snapshot}
+
+
+def shared_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, block_rows: dict[str, int]
+                       ) -> tuple[dict, Path]:
+    """`lay_out_tpch` once per test run, for modules that only read the layout: the
+    pytest-xdist workers of a run share one folder (the first lays the tables out while
+    holding a lock, the others then load it). Returns (what lay_out_tpch returns, home)."""
+    import fcntl
+    import hashlib
+    import os
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    key = hashlib.sha1(repr((optimizer, sorted(block_rows.items()))).encode()).hexdigest()[:12]
+    home = root / f"shared_tpch_{optimizer}_{key}"
+    with open(root / f"shared_tpch_{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = home / "laid_out"
+        if done.exists():
+            return laid_out_tpch(spark, tpch, home), home
+        shutil.rmtree(home, ignore_errors=True)  # a half-made folder of a crashed worker
+        home.mkdir()
+        laid_out = lay_out_tpch(spark, tpch, home, optimizer, block_rows)
+        done.write_text("")
+        return laid_out, home
+
+
+def use(frames: dict) -> None:
+    """Make `frames` the tables Spark SQL reads by name."""
+    for t, frame in frames.items():
+        frame.createOrReplaceTempView(t)
+
+
+def lineitem_1995_conf(tpch: Path, folder: Path, optimizer: str = "qdtree", instances: int = 4) -> dict:
+    """layout_nightly's params for lineitem's 1995 rows, trained on a small log written to `folder`."""
+    log = folder / "queries.sql"
+    write_sql_file(generate(instances, seed=2, templates=[1, 6, 12, 14, 19]), log)
+    return {
+        "table": "lineitem", "partition": "1995", "source": str(tpch / "lineitem.parquet"),
+        "date_column": "l_shipdate", "start": "1995-01-01", "end": "1996-01-01",
+        "optimizer": optimizer, "block_rows": 1000, "query_log": str(log), "settings": {},
+    }
+
+
+def lineitem_trained_on_1_to_11(spark, tpch: Path, home: Path) -> str:
+    """lineitem (`tpch`'s scale) laid out by qdtree in 1,000-row blocks for 8 instances of each
+    of templates 1-11, by the nightly steps, warehouse `home`/wh; returns the catalog URL."""
+    log = home / "train.sql"
+    write_sql_file(generate(8, seed=1, templates=range(1, 12), scale_factor=0.01), log)
+    url = f"sqlite:///{home / 'catalog.db'}"
+    with Catalog(url) as catalog:
+        steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", "lineitem", "", "night-1"),
+                             str(tpch / "lineitem.parquet"), "qdtree", {"block_rows": 1000}, str(log))
+    return url
+
+
+def query_history(templates, ts, seed: int = 5, per_template: int = 8) -> list:
+    """Query history entries (source "import") of TPC-H instances, all at time `ts`."""
+    from layout_core.catalog import QueryRecord
+    from layout_core.workload.history import template_fingerprint
+
+    return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import")
+            for q in generate(per_template, seed=seed, templates=templates, scale_factor=0.01)]
+
+
+def write_landing_day(tpch: Path, landing: Path, day: str, year: str, drop_every: int = 0) -> int:
+    """lineitem rows shipped in `year` as the landing folder dt=<day>; returns the row count."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = pq.read_table(tpch / "lineitem.parquet").to_pandas()
+    frame = frame[frame["l_shipdate"].astype(str).str[:4] == year].reset_index(drop=True)
+    if drop_every:
+        frame = frame[frame.index % drop_every != 0]
+    folder = landing / f"dt={day}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), folder / "part-0.parquet")
+    return len(frame)
