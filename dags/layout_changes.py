@@ -15,7 +15,8 @@ while the version the batch was staged on still serves (max_active_runs=1
 makes batches queue; a batch staged on an older version fails there and
 changes nothing). A batch that changes no row makes no version.
 
-Kept light on purpose: layout_core is imported inside the report task only.
+Kept light on purpose: of layout_core only the stdlib-only flows.names at the top; the rest
+is imported inside the report task.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param, chain, task
 from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
 
-STEPS = ("stage_changes", "write_changes", "verify_changes", "activate_changes")
+from layout_core.flows.names import CHANGES_DAG, CHANGES_STEPS
+
 
 
 def changes_step(step: str, **kwargs):
@@ -37,7 +39,7 @@ def changes_step(step: str, **kwargs):
 
 
 with DAG(
-    dag_id="layout_changes",
+    dag_id=CHANGES_DAG,
     description="Apply inserted rows and deleted keys to a laid-out table, repairing join-induced cuts",
     schedule=None,
     start_date=datetime(2024, 1, 1),
@@ -63,23 +65,18 @@ with DAG(
     def report(params: dict | None = None, dag=None, run_id=None) -> dict:
         """The batch's numbers (from the steps' metrics), for the UI."""
         from layout_core.base.config import load_settings
-        from layout_core.flows.nightly.steps import RunPaths, read_metrics
+        from layout_core.runs.paths import RunPaths, read_metrics
 
         params = params or {}
         paths = RunPaths(Path(load_settings().warehouse), params["table"], params.get("partition", ""),
                          f"{dag.dag_id}__{run_id}")
         m = read_metrics(paths)
         staged, done = m.get("stage_changes", {}), m.get("activate_changes", {})
-        return {"version": done.get("version"), "base_version": staged.get("base_version"),
+        return {"version": done.get("version"), "replaces": staged.get("replaces", staged.get("base_version")),
                 "inserted": staged.get("inserted"), "deleted": staged.get("deleted"),
                 "deleted_missing": staged.get("deleted_missing"), "blocks_changed": done.get("blocks_changed"),
                 "cuts_repaired": done.get("cuts_repaired"), "cuts_left_stale": staged.get("cuts_left_stale"),
                 "dangling_rows": staged.get("dangling_rows"), "empty": bool(done.get("empty"))}
 
-    previous = None
-    for step in STEPS:
-        op = changes_step(step, outlets=[LAYOUT_CATALOG] if step == "activate_changes" else [])
-        if previous is not None:
-            previous >> op
-        previous = op
-    previous >> report()
+    chain(*[changes_step(step, outlets=[LAYOUT_CATALOG] if step == CHANGES_STEPS[-1] else [])
+            for step in CHANGES_STEPS], report())

@@ -8,7 +8,8 @@ the Airflow plugin shows it). The catalog URL and warehouse come from the
 environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE); LAYOUT_GC_SCHEDULE sets the
 schedule (default @daily, empty: manual runs only).
 
-Kept light on purpose: layout_core is imported inside the task, so the DAG
+Kept light on purpose: of layout_core only the stdlib-only flows.names at the top, the rest
+inside the task, so the DAG
 processor parses this file without it.
 """
 
@@ -19,6 +20,8 @@ import os
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Param, task
+
+from layout_core.flows.names import GC_DAG
 
 log = logging.getLogger("layout.gc")
 
@@ -32,7 +35,7 @@ DAG_DEFAULTS = {
 }
 
 with DAG(
-    dag_id="layout_gc",
+    dag_id=GC_DAG,
     description="Delete block folders of retired layout versions and orphaned run staging folders",
     schedule=os.environ.get("LAYOUT_GC_SCHEDULE", "@daily") or None,
     **DAG_DEFAULTS,

@@ -51,6 +51,7 @@ from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
 
 from layout_core.base.names import MAX_BLOCK_ROWS
 from layout_core.base.params import PARTITION_PARAM_PATTERN, PATH_PARAM_PATTERN
+from layout_core.flows.names import NIGHTLY_DAG, NIGHTLY_STEPS, STAR_NIGHTLY_DAG
 
 STAR_TABLES = [t for t in os.environ.get(
     "LAYOUT_STAR_TABLES", "region,nation,supplier,customer,part,partsupp,orders,lineitem").split(",") if t]
@@ -80,6 +81,14 @@ DAG_DEFAULTS = {
 
 def spark_step(step: str, *extra_args: str, run_args: list[str] = RUN_ARGS, **kwargs):
     return spark_submit(step, f"{step}.py", [*run_args, *extra_args], **kwargs)
+
+
+def nightly_steps(run_args: list[str], extra_args: dict[str, tuple[str, ...]]) -> list:
+    """One spark-submit task per nightly step (jobs/<step>.py), in the order of
+    flows.names.NIGHTLY_STEPS; the last one publishes the layout to the catalog."""
+    return [spark_step(step, *extra_args.get(step, ()), run_args=run_args,
+                       outlets=[LAYOUT_CATALOG] if step == NIGHTLY_STEPS[-1] else [])
+            for step in NIGHTLY_STEPS]
 
 
 # --- layout_nightly: settings for unattended runs, and the sensor for the day's batch -------
@@ -283,7 +292,7 @@ class LandingSensor(BaseSensorOperator):
 
 
 with DAG(
-    dag_id="layout_nightly",
+    dag_id=NIGHTLY_DAG,
     description="Lay out a new table partition into blocks that queries can skip",
     schedule=NIGHTLY_SCHEDULE,
     # max_active_runs=1 (DAG_DEFAULTS): one run of this DAG at a time, whatever its table, so
@@ -300,22 +309,10 @@ with DAG(
         # reschedule frees the worker slot between checks; below a minute poking is cheaper
         mode="reschedule" if POKE_INTERVAL >= 60 else "poke",
     )
-    ingest = spark_step(
-        "ingest",
-        "--source", "{{ %s['source'] }}" % READY,
-        "--date-column", "{{ params.date_column }}",
-        "--start", "{{ %s['start'] }}" % READY,
-        "--end", "{{ %s['end'] }}" % READY,
-        run_args=NIGHTLY_RUN_ARGS,
-    )
-    featurize = spark_step("featurize", *FEATURIZE_ARGS, run_args=NIGHTLY_RUN_ARGS)
-    reduce = spark_step("reduce", run_args=NIGHTLY_RUN_ARGS)
-    optimize = spark_step("optimize", run_args=NIGHTLY_RUN_ARGS)
-    write_blocks = spark_step("write_blocks", run_args=NIGHTLY_RUN_ARGS)
-    verify = spark_step("verify", run_args=NIGHTLY_RUN_ARGS)
-    update_catalog = spark_step("update_catalog", run_args=NIGHTLY_RUN_ARGS, outlets=[LAYOUT_CATALOG])
-
-    wait_for_input >> ingest >> featurize >> reduce >> optimize >> write_blocks >> verify >> update_catalog
+    ingest_args = ("--source", "{{ %s['source'] }}" % READY, "--date-column", "{{ params.date_column }}",
+                   "--start", "{{ %s['start'] }}" % READY, "--end", "{{ %s['end'] }}" % READY)
+    steps = nightly_steps(NIGHTLY_RUN_ARGS, {"ingest": ingest_args, "featurize": FEATURIZE_ARGS})
+    chain(wait_for_input, *steps)
 
 
 def table_steps(table: str, fact: bool) -> TaskGroup:
@@ -328,22 +325,15 @@ def table_steps(table: str, fact: bool) -> TaskGroup:
         "--query-log", "{{ params.query_log }}", "--optimizer", "{{ params.optimizer }}",
         "--block-rows", "{{ params.dimension_block_rows }}")
     with TaskGroup(group_id=table) as group:
-        chain(
-            spark_step("ingest", "--source", f"{{{{ params.source_dir }}}}/{table}.parquet",
+        ingest_args = ("--source", f"{{{{ params.source_dir }}}}/{table}.parquet",
                        *(("--date-column", "{{ params.date_column }}", "--start", "{{ params.start }}",
-                          "--end", "{{ params.end }}") if fact else ()), run_args=run_args),
-            spark_step("featurize", *featurize_args, run_args=run_args),
-            spark_step("reduce", run_args=run_args),
-            spark_step("optimize", run_args=run_args),
-            spark_step("write_blocks", run_args=run_args),
-            spark_step("verify", run_args=run_args),
-            spark_step("update_catalog", run_args=run_args, outlets=[LAYOUT_CATALOG]),
-        )
+                          "--end", "{{ params.end }}") if fact else ()))
+        chain(*nightly_steps(run_args, {"ingest": ingest_args, "featurize": featurize_args}))
     return group
 
 
 with DAG(
-    dag_id="layout_star_nightly",
+    dag_id=STAR_NIGHTLY_DAG,
     description="Lay out dimension tables, then the new fact partition, with join-induced cuts (MTO)",
     schedule=os.environ.get("LAYOUT_STAR_SCHEDULE") or None,
     **DAG_DEFAULTS,

@@ -14,7 +14,8 @@ second run from the same base fails cleanly there; max_active_runs=1 makes
 runs queue). Until then queries are routed to the base version. The
 `report` task returns the run's numbers (XCom).
 
-Kept light on purpose: layout_core is imported inside the tasks only.
+Kept light on purpose: of layout_core only the stdlib-only flows.names at the top; the rest
+is imported inside the tasks.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from airflow.sdk import DAG, AssetAlias, Param, task
+from airflow.sdk import DAG, AssetAlias, Param, chain, task
 from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
+
+from layout_core.flows.names import REOPTIMIZE_DAG, REORG_STEPS
 
 SHIFT_ALIAS = AssetAlias("layout_workload_shift")  # as in layout_workload_monitor.py
 CHOSEN = "ti.xcom_pull(task_ids='choose_table')"
@@ -36,7 +39,7 @@ def reorg_step(step: str, **kwargs):
 
 
 with DAG(
-    dag_id="layout_reoptimize",
+    dag_id=REOPTIMIZE_DAG,
     description="Rewrite only the qd-tree subtrees that the recent queries would read better re-laid out",
     schedule=[SHIFT_ALIAS],
     start_date=datetime(2024, 1, 1),
@@ -70,7 +73,7 @@ with DAG(
     def report(chosen: dict, dag=None, run_id=None) -> dict:
         """The run's numbers per partition (from the steps' metrics), for the UI."""
         from layout_core.base.config import load_settings
-        from layout_core.flows.nightly.steps import read_metrics
+        from layout_core.runs.paths import read_metrics
         from layout_core.flows.reorg.partial import run_partitions
 
         warehouse = Path(load_settings().warehouse)
@@ -89,9 +92,5 @@ with DAG(
         return out
 
     chosen = choose_table()
-    chain_end = chosen
-    for step in ("plan_reorg", "write_reorg", "verify_reorg", "activate_reorg"):
-        op = reorg_step(step, outlets=[LAYOUT_CATALOG] if step == "activate_reorg" else [])
-        chain_end >> op
-        chain_end = op
-    chain_end >> report(chosen)
+    chain(chosen, *[reorg_step(step, outlets=[LAYOUT_CATALOG] if step == REORG_STEPS[-1] else [])
+                    for step in REORG_STEPS], report(chosen))

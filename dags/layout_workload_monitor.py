@@ -12,7 +12,8 @@ event for every table whose best reward is positive (the Asset
 carries the table, the reward, the chosen subtrees and the window, and the
 task's return value (XCom) the numbers of every table.
 
-Kept light on purpose: layout_core is imported inside the task only.
+Kept light on purpose: of layout_core only the stdlib-only flows.names at the top; the rest
+is imported inside the task.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, Asset, AssetAlias, Param, task
 from spark_jobs import RUN_ID, spark_submit
 
+from layout_core.flows.names import MONITOR_DAG
+
 SHIFT_ALIAS = AssetAlias("layout_workload_shift")
 
 
@@ -32,7 +35,7 @@ def shift_asset(table: str) -> Asset:
 
 
 with DAG(
-    dag_id="layout_workload_monitor",
+    dag_id=MONITOR_DAG,
     description="Reward of re-laying out qd-tree subtrees for the recent queries; an Asset event when positive",
     schedule=os.environ.get("LAYOUT_MONITOR_SCHEDULE", "@hourly") or None,
     start_date=datetime(2024, 1, 1),

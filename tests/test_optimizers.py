@@ -12,9 +12,8 @@ from layout_core.optimizers import (
     optimizer_names, plan_layout,
 )
 from layout_core.optimizers.plan import SortBlocks, TreeBlocks
-from layout_core.flows.nightly.artifacts import (
-    ArtifactError, CutEntry, Features, Verification, read_artifact, write_artifact,
-)
+from layout_core.flows.nightly.artifacts import CutEntry, Features
+from layout_core.runs.artifacts import ArtifactError, VerifiedBlocks, read_artifact, write_artifact
 from layout_core.predicates import Column, Compare
 from layout_core.base.schema import TableSchema
 
@@ -129,7 +128,7 @@ def test_artifacts_round_trip_and_say_which_step_to_run_again(tmp_path):
     assert read_artifact(tmp_path, Features, "optimize") == features
     with pytest.raises(ArtifactError, match=r"verified.json \(written by verify\) is missing: run verify before "
                                             r"update_catalog"):
-        read_artifact(tmp_path, Verification, "update_catalog")
+        read_artifact(tmp_path, VerifiedBlocks, "update_catalog")
     data = json.loads((tmp_path / "features.json").read_text())
     (tmp_path / "features.json").write_text(json.dumps({**data, "format": 0}))
     with pytest.raises(ArtifactError, match="is from an older version .format 0.*run featurize again"):

@@ -11,7 +11,8 @@ from pyroaring import BitMap64
 
 from layout_core.catalog import Catalog
 from layout_core.flows.nightly import steps
-from layout_core.flows.nightly.artifacts import Features, read_artifact
+from layout_core.flows.nightly.artifacts import Features
+from layout_core.runs.artifacts import read_artifact
 from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex, route_query
 

@@ -6,7 +6,7 @@ import pytest
 
 from layout_core.catalog import Catalog
 from layout_core.flows.nightly import steps
-from layout_core.flows.nightly.artifacts import WrittenBlocks, read_artifact
+from layout_core.runs.artifacts import WrittenBlocks, read_artifact
 from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.workload.tpch import generate, write_sql_file
@@ -106,14 +106,14 @@ def test_garbage_query_log_and_no_log(spark, env, tmp_path):
                        "SELECT count(*) FROM lineitem WHERE l_returnflag = 'R';\n"
                        "SELECT count(*) FROM lineitem WHERE l_returnflag = 'R' AND l_quantity > 1000;\n")
     paths = _run(spark, c, env["warehouse"], env["source"], "run-g", query_log=str(garbage))
-    metrics = steps.read_metrics(paths)
+    metrics = read_metrics(paths)
     assert metrics["featurize"]["failed"] == 2 and metrics["featurize"]["cuts"] >= 1
     layout = c.active_layout("lineitem", "1995")
     assert sum(b.row_count for b in layout.blocks) == metrics["ingest"]["rows"]
     # no log at all: every row has the same vector and blocks are cut by size only
     paths = _run(spark, c, env["warehouse"], env["source"], "run-n", partition="1996",
                  start="1996-01-01", end="1997-01-01", query_log=None)
-    metrics = steps.read_metrics(paths)
+    metrics = read_metrics(paths)
     assert metrics["reduce"]["distinct_vectors"] == 1
     assert all(500 <= b.row_count < 1000 for b in c.active_layout("lineitem", "1996").blocks)
 

@@ -121,11 +121,11 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 4, seed: 
             dims[table] = {"repair_seconds": staged["repair_seconds"],
                            "recompute_seconds": _recompute_seconds(spark, url, schema, table, base),
                            "cuts_repaired": metrics["activate_changes"].get("cuts_repaired", 0),
-                           "cuts_left_stale": staged["cuts_left_stale"], "base_version": base}
+                           "cuts_left_stale": staged["cuts_left_stale"], "replaces": base}
             current = _materialized(spark, current, run_dir / "data", [table], where)
             identical &= _same_answers(spark, url, schema, test, current)
         repaired = _blocks_read(url, schema, test)
-        stale = _blocks_read(url, schema, test, stale_from={t: d["base_version"] for t, d in dims.items()})
+        stale = _blocks_read(url, schema, test, stale_from={t: d["replaces"] for t, d in dims.items()})
         for table in ("orders", "lineitem"):
             lay_out(table, "relayout-dims")
         relayout = _blocks_read(url, schema, test)
@@ -204,7 +204,7 @@ def _with_cuts_unrepaired(snapshot, older: dict[str, int]):
 def _recompute_seconds(spark, url: str, schema, table: str, base_version: int) -> float:
     """Seconds to compute, from the full current tables, the literal keys of every cut the batch
     on `table` repaired (what a re-layout of the fact tables would do for them)."""
-    from layout_core.flows.nightly.steps import active_sources, source_frames
+    from layout_core.runs.sources import active_sources, source_frames
     from layout_core.predicates import loads
     from layout_core.spark.featurize import path_tables
     from layout_core.spark.induced import literal_keys

@@ -129,7 +129,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         layouts = tuple(dict.fromkeys((*layouts, *DIP_LAYOUTS)))
     from layout_core.catalog import BlockRecord
     from layout_core.flows.nightly.in_memory import lay_out_in_memory
-    from layout_core.flows.nightly.steps import tree_records
+    from layout_core.runs.publish import tree_records
     from layout_core.base.names import BLOCK_INDEX_COLUMN
     from layout_core.spark.assign import block_lineage
     from layout_core.base.names import BLOCK_ID_COLUMN

@@ -68,16 +68,14 @@ from typing import Any, Iterable
 
 from layout_core.catalog import Catalog, CatalogError, TableInfo, VersionInfo
 from layout_core.base.errors import UserError
-from layout_core.flows.nightly.steps import staging_name
+from layout_core.base.names import RUNS_FOLDER, UNPARTITIONED, staging_name
+from layout_core.flows.names import GC_FOLDER
+from layout_core.flows.names import gc_report_path as report_path  # noqa: F401 - the DAG and tests use it
 
 log = logging.getLogger("layout.gc")
 
 UTC = dt.timezone.utc
-RUNS_FOLDER = "_runs"
-REPORTS_FOLDER = "_gc"  # <warehouse>/_gc/<run>/report.json: the gc DAG's reports (airflow_plugin reads them)
-REPORT_FILE = "report.json"
 UNVERSIONED_RUN_AGE = dt.timedelta(hours=6)  # longer than any nightly step takes
-UNPARTITIONED_STAGING = "_all"  # the staging folder of a table without partitions
 BLOCK_FOLDER = re.compile(r"block_id=(\d+)")  # spark.blocks.block_folder names them so
 SHARED = "referenced by an active or building version"
 SHARED_KEPT = "referenced by a version within the grace period"
@@ -161,12 +159,6 @@ class GarbageReport:
             "staging": [vars(f) for f in self.staging_deleted],
             "kept_items": [vars(k) for k in self.kept],
         }
-
-
-def report_path(warehouse: str | os.PathLike, run_id: str) -> Path:
-    """Where the gc run `run_id` (the DAG's "<dag_id>__<run_id>") keeps its report: the folder
-    name is sanitized as staging_name does it (a retried task rewrites the report)."""
-    return Path(warehouse) / REPORTS_FOLDER / staging_name(run_id) / REPORT_FILE
 
 
 def write_report(path: str | os.PathLike, report: GarbageReport) -> None:
@@ -273,7 +265,7 @@ def _due_versions(versions: list[VersionInfo], cutoff: dt.datetime,
         left = _left_service_at(version)
         if current is None:
             kept.append(KeptItem(name, f"{version.state}, and its partition has no active version"))
-        elif version.version_id > current and (version.state == "retired" or version.base_version == current):
+        elif version.version_id > current and (version.state == "retired" or version.replaces == current):
             kept.append(KeptItem(name, f"{version.state}, but newer than the active version {current}"))
         elif left >= cutoff:
             kept.append(KeptItem(name, f"{version.state} at {left.isoformat()}, within the grace period"))
@@ -394,7 +386,7 @@ def _run_folders(runs: Path) -> Iterable[tuple[tuple[str, str, str], Path]]:
 def _resumable_runs(versions: list[VersionInfo], purged: set[int]) -> set[tuple[str, str, str]]:
     """Runs whose staging is still needed: their version is building, or failed
     and not purged (begin_version lets a retry of the run resume it)."""
-    return {(v.table, v.partition or UNPARTITIONED_STAGING, staging_name(v.run_id))
+    return {(v.table, v.partition or UNPARTITIONED, staging_name(v.run_id))
             for v in versions
             if v.state == "building" or (v.state == "failed" and v.version_id not in purged)}
 
@@ -403,7 +395,7 @@ def _collect_staging(catalog: Catalog, warehouse: Path, versions: list[VersionIn
                      cutoff: dt.datetime, dry_run: bool, now: dt.datetime,
                      kept: list[KeptItem]) -> list[DeletedFolder]:
     resumable = _resumable_runs(versions, purged)
-    versioned = {(v.table, v.partition or UNPARTITIONED_STAGING, staging_name(v.run_id)) for v in versions}
+    versioned = {(v.table, v.partition or UNPARTITIONED, staging_name(v.run_id)) for v in versions}
     deleted = []
     for key, folder in _run_folders(warehouse / RUNS_FOLDER):
         if key in resumable:
@@ -431,7 +423,7 @@ def _collect_staging(catalog: Catalog, warehouse: Path, versions: list[VersionIn
 
 def _prune_reports(warehouse: Path, before: dt.datetime, now: dt.datetime, kept: list[KeptItem]) -> int:
     """Delete the report folders of gc runs (`<warehouse>/_gc/<run>/`) unchanged since `before`."""
-    root = warehouse / REPORTS_FOLDER
+    root = warehouse / GC_FOLDER
     if root.is_symlink() or not root.is_dir():
         return 0
     deleted = 0

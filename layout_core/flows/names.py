@@ -3,8 +3,9 @@ lists, the DAG ids and where runs keep their files. Stdlib only: DAG files impor
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from layout_core.base.names import METRICS_FILE, RUNS_FOLDER, UNPARTITIONED, staging_name  # noqa: F401 - named here too
 
 # The steps of each flow, in order: one spark-submit job (or one in-process call) each.
 NIGHTLY_STEPS = ("ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog")
@@ -18,9 +19,6 @@ REOPTIMIZE_DAG = "layout_reoptimize"
 MONITOR_DAG = "layout_workload_monitor"
 GC_DAG = "layout_gc"
 
-# <warehouse>/_runs/<table>/<partition>/<run>/: a run's artifacts and metrics.json.
-RUNS_FOLDER = "_runs"
-METRICS_FILE = "metrics.json"
 # A reorganization run's list of partitions, in its table-wide folder once plan_reorg is done.
 REORG_PLANNED = "reorg_planned.json"
 # <warehouse>/_monitor/<run>/shift.json: the workload monitor's report.
@@ -30,11 +28,6 @@ MONITOR_REPORT_VERSION = 1
 # <warehouse>/_gc/<run>/report.json: the gc DAG's reports.
 GC_FOLDER = "_gc"
 GC_REPORT = "report.json"
-
-
-def staging_name(run_id: str) -> str:
-    """The folder name of a run id (Airflow run ids hold ':' and '+')."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)
 
 
 def monitor_report_path(warehouse: str | Path, run_id: str) -> Path:

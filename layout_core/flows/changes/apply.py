@@ -39,10 +39,13 @@ from typing import ClassVar
 import numpy as np
 
 from layout_core.catalog import BlockRecord, Catalog, CatalogError, CutUpdate
-from layout_core.flows.nightly.artifacts import write_artifact
-from layout_core.flows.nightly.steps import (
-    RunPaths, StepError, read_step_artifact, record_metrics, rows_fingerprint, written_frame,
-)
+from layout_core.flows.names import CHANGES_STEPS
+from layout_core.runs.artifacts import VerifiedBlocks, WrittenBlocks, read_step_artifact, write_artifact
+from layout_core.runs.flow import Flow, RunContext, Step, run_steps
+from layout_core.runs.paths import RunPaths, StepError, record_metrics
+from layout_core.runs.publish import block_record, publish
+from layout_core.runs.sources import active_sources, source_frames
+from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks
 from layout_core.predicates import loads, value_from_json
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.skipping.rangesets import merge_column_stats
@@ -93,20 +96,19 @@ class StagedChanges:
 
 
 @dataclass(frozen=True)
-class WrittenChanges:
+class WrittenChanges(WrittenBlocks):
+    """The new folders of the blocks the batch changes; blocks: str(new block id) ->
+    {"path", "bytes", "from": base block id or -1}; they must hold the changing base
+    blocks' rows minus the deleted plus the inserted ones."""
+
     FILE: ClassVar[str] = "changes_written.json"
     STEP: ClassVar[str] = "write_changes"
-    version: int
-    blocks: dict  # str(new block id) -> {"path", "bytes", "from": base block id or -1}
 
 
 @dataclass(frozen=True)
-class VerifiedChanges:
+class VerifiedChanges(VerifiedBlocks):
     FILE: ClassVar[str] = "changes_verified.json"
     STEP: ClassVar[str] = "verify_changes"
-    version: int
-    rows: int
-    checksum: str
 
 
 def _base(catalog: Catalog, table: str, partition: str, base_version: int | None = None):
@@ -167,7 +169,6 @@ def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inse
     """Check the batch, find the rows to delete, route the new rows, repair other tables' cuts."""
     from pyspark.sql import functions as F
 
-    from layout_core.flows.nightly.steps import active_sources, source_frames
     from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
 
     t0 = time.monotonic()
@@ -243,7 +244,7 @@ def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inse
         log.warning("%d of %d deleted keys are not in %s %s: ignored", requested - del_rows, requested,
                     table.name, paths.partition or "")
     return record_metrics(paths, "stage_changes", {
-        "base_version": staged.base_version, "inserted": ins_rows, "deleted": del_rows,
+        "replaces": staged.base_version, "inserted": ins_rows, "deleted": del_rows,
         "deleted_missing": requested - del_rows, "blocks_changed": len(changed), "new_blocks": len(new_leaves),
         "stale_cuts": len(stale), "dangling_rows": dangling,
         "cuts_repaired": sum(bool(r.keys_file) for r in repairs),
@@ -509,7 +510,9 @@ def write_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> d
     for block_id, (folder, _) in written.items():
         size = sum(f.stat().st_size for f in folder.glob("*.parquet"))
         blocks[str(block_id)] = {"path": str(folder), "bytes": size, "from": origin.get(block_id, -1)}
-    write_artifact(paths.staging, WrittenChanges(version, blocks))
+    write_artifact(paths.staging, WrittenChanges(
+        version, ids.start, blocks, staged.affected_rows - staged.deleted_rows + staged.inserted_rows,
+        str(int(staged.affected_checksum) - int(staged.deleted_checksum) + int(staged.inserted_checksum))))
     return record_metrics(paths, "write_changes", {
         "version": version, "blocks_written": len(blocks), "blocks_rewritten": len(losing),
         "files_linked": linked, "seconds": round(time.monotonic() - t0, 2)})
@@ -538,26 +541,10 @@ def _link_files(source: Path, target: Path) -> int:
 
 def verify_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dict:
     """The new blocks hold the changed base blocks' rows minus the deleted plus the inserted ones."""
-    t0 = time.monotonic()
     staged = read_step_artifact(paths, StagedChanges, "verify_changes")
     if staged.empty:
         return record_metrics(paths, "verify_changes", {"empty": True})
-    paths.file(VerifiedChanges.FILE).unlink(missing_ok=True)
-    written = read_step_artifact(paths, WrittenChanges, "verify_changes")
-    table = schema.table(staged.table)
-    expected = (staged.affected_rows - staged.deleted_rows + staged.inserted_rows,
-                int(staged.affected_checksum) - int(staged.deleted_checksum) + int(staged.inserted_checksum))
-    missing = [b["path"] for b in written.blocks.values() if not Path(b["path"]).is_dir()]
-    frame = None if missing else written_frame(spark, table, written)
-    actual = rows_fingerprint(frame, table.column_names) if frame is not None else (0, 0)
-    if missing or actual != expected:
-        reason = (f"verify_changes failed: {len(missing)} written block folders are missing, e.g. {missing[0]}"
-                  if missing else f"verify_changes failed: expected {expected[0]} rows (checksum {expected[1]}) "
-                  f"in the changed blocks, found {actual[0]} (checksum {actual[1]})")
-        catalog.fail(written.version, reason)
-        raise StepError(reason)
-    write_artifact(paths.staging, VerifiedChanges(written.version, actual[0], str(actual[1])))
-    return record_metrics(paths, "verify_changes", {"rows": actual[0], "seconds": round(time.monotonic() - t0, 2)})
+    return verify_blocks(spark, paths, catalog, schema.table(staged.table), WrittenChanges, VerifiedChanges)
 
 
 # ---------------------------------------------------------------------------
@@ -575,11 +562,8 @@ def activate_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, r
     staged = read_step_artifact(paths, StagedChanges, "activate_changes")
     if staged.empty:
         return record_metrics(paths, "activate_changes", {"empty": True, "version": staged.base_version})
-    written = read_step_artifact(paths, WrittenChanges, "activate_changes")
-    verified = read_step_artifact(paths, VerifiedChanges, "activate_changes")
+    written, verified = verified_version(paths, WrittenChanges, VerifiedChanges, "activate_changes")
     version = written.version
-    if verified.version != version:
-        raise StepError("changes_verified.json belongs to another version: run verify_changes again")
     if catalog.version(version).state == "active":
         return record_metrics(paths, "activate_changes", {"version": version, "already_active": True})
     table = schema.table(staged.table)
@@ -602,9 +586,8 @@ def activate_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, r
         block_id, old = int(key), by_id.get(int(meta["from"]))
         new = added.get(block_id)
         if old is None:  # a new block: its rows are all new
-            blocks.append(BlockRecord(block_id, new.row_count, meta["bytes"], meta["path"], new.stats,
-                                      new.union_bits | unknown, new.all_bits & ~unknown,
-                                      leaves=staged.new_blocks[block_id - first - len(staged.blocks)]))
+            blocks.append(block_record(new, meta, union_bits=new.union_bits | unknown, all_bits=new.all_bits & ~unknown,
+                                       leaves=staged.new_blocks[block_id - first - len(staged.blocks)]))
             continue
         change = staged.blocks[str(old.block_id)]
         rows = old.row_count - change["deleted"] + change["inserted"]
@@ -622,18 +605,11 @@ def activate_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, r
                                       for t, v in r.old_source_versions)))
                for r in staged.repairs if r.keys_file]
     plan = {**(catalog.plan(staged.base_version) or {}), "changes_from": staged.base_version}
-    try:
-        catalog.set_cuts(version, cuts)
-        catalog.set_plan(version, plan)
-        catalog.set_trees(version, layout.trees)
-        catalog.set_blocks(version, blocks, shared_from=staged.base_version)
-        applied = catalog.activate(version, input_fingerprint=_fingerprint(layout, staged, verified),
-                                   replaces=staged.base_version, cut_updates=updates)
-    except CatalogError as e:
-        catalog.fail(version, f"activate_changes: {e}")
-        raise StepError(f"cannot activate version {version}: {e}") from None
+    applied = publish(catalog, version, "activate_changes", cuts=cuts, plan=plan, trees=layout.trees, blocks=blocks,
+                      input_fingerprint=_fingerprint(layout, staged, verified), replaces=staged.base_version,
+                      cut_updates=updates)
     return record_metrics(paths, "activate_changes", {
-        "version": version, "base_version": staged.base_version, "blocks": len(blocks),
+        "version": version, "replaces": staged.base_version, "blocks": len(blocks),
         "blocks_changed": len(written.blocks), "rows": sum(b.row_count for b in blocks),
         "cuts_repaired": len(applied), "cuts_stale": len(staged.stale_cuts) + len(staged.repairs) - len(updates),
         "seconds": round(time.monotonic() - t0, 2)})
@@ -655,21 +631,22 @@ def _fingerprint(layout, staged: StagedChanges, verified: VerifiedChanges) -> st
 # all steps in one process
 
 
-STEPS = ("stage_changes", "write_changes", "verify_changes", "activate_changes")
+CHANGES = Flow("changes", (
+    Step("stage_changes", lambda c: stage_changes(c.spark, c.paths, c.catalog, c.schema, c.input("inserted"),
+                                                  c.input("deleted"))),
+    Step("write_changes", lambda c: write_changes(c.spark, c.paths, c.catalog, c.schema)),
+    Step("verify_changes", lambda c: verify_changes(c.spark, c.paths, c.catalog, c.schema)),
+    Step("activate_changes", lambda c: activate_changes(c.spark, c.paths, c.catalog, c.schema, c.range_sets)),
+), declared=CHANGES_STEPS)
 
 
 def apply_changes_in_process(spark, catalog: Catalog, schema: Schema, paths: RunPaths, inserted: str | None,
                              deleted: str | None, range_sets: int = 16) -> dict:
     """The four steps in order in one Spark session (`layout changes apply`, tests, the
-    benchmark); the layout_changes DAG runs the same functions as separate jobs."""
-    from layout_core.flows.nightly.steps import read_metrics
-
-    stage_changes(spark, paths, catalog, schema, inserted, deleted)
-    write_changes(spark, paths, catalog, schema)
-    verify_changes(spark, paths, catalog, schema)
-    activate_changes(spark, paths, catalog, schema, range_sets)
-    return read_metrics(paths)
+    benchmark); the layout_changes DAG runs the same steps as separate jobs."""
+    inputs = {"inserted": inserted, "deleted": deleted}
+    return run_steps(CHANGES, RunContext(spark, catalog, schema, paths, inputs, range_sets))
 
 
-__all__ = ["STEPS", "StagedChanges", "activate_changes", "apply_changes_in_process",
+__all__ = ["CHANGES", "StagedChanges", "activate_changes", "apply_changes_in_process",
            "read_batch", "stage_changes", "verify_changes", "write_changes"]

@@ -9,17 +9,18 @@ step, in one catalog transaction.
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 from pathlib import Path
 
-from layout_core.flows.changes.apply import STEPS
+from layout_core.flows.changes.apply import CHANGES
+from layout_core.flows.names import CHANGES_STEPS
+from layout_core.runs.job import run_job
+from layout_core.runs.paths import RunPaths
 
 
 def build_parser(prog: str = "jobs/apply_changes.py") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="apply a batch of inserted rows and deleted keys to a "
                                                        "laid-out table, repairing join-induced cuts (MTO 5.2)")
-    p.add_argument("step", choices=STEPS)
+    p.add_argument("step", choices=CHANGES_STEPS)
     add_batch_arguments(p)
     p.add_argument("--run-id", required=True, help="Airflow run id: retries of a run share its outputs")
     return p
@@ -51,41 +52,12 @@ def checked_batch(args, settings, schema):
     return table
 
 
+def request(step: str, args, settings, schema) -> tuple:
+    """The run's paths and inputs, every argument checked first."""
+    table = checked_batch(args, settings, schema)
+    paths = RunPaths(Path(settings.warehouse), table.name, args.partition, args.run_id)
+    return paths, {"inserted": args.inserted or None, "deleted": args.deleted or None}
+
+
 def main(argv: list[str] | None = None) -> int:
-    from layout_core.catalog import Catalog, CatalogUnreachable
-    from layout_core.base.config import load_settings
-    from layout_core.base.errors import UserError
-    from layout_core.flows.nightly.steps import RunPaths, StepError
-    from layout_core.base.schema import load_schema
-
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
-        schema = load_schema(config.schema)
-        table = checked_batch(args, config, schema)
-    except UserError as e:  # nothing started yet: no Spark, no catalog
-        logging.getLogger("layout.changes").error("%s refused its arguments: %s", args.step, e)
-        return 2
-    from layout_core.spark.session import job_session
-    from layout_core.flows.changes import apply
-
-    paths = RunPaths(Path(config.warehouse), table.name, args.partition, args.run_id)
-    spark = job_session(f"layout-{args.step}-{table.name}")
-    try:
-        with Catalog(config.catalog_url) as catalog:
-            if args.step == "stage_changes":
-                apply.stage_changes(spark, paths, catalog, schema, args.inserted or None, args.deleted or None)
-            elif args.step == "write_changes":
-                apply.write_changes(spark, paths, catalog, schema)
-            elif args.step == "verify_changes":
-                apply.verify_changes(spark, paths, catalog, schema)
-            else:
-                apply.activate_changes(spark, paths, catalog, schema, config.range_sets)
-    except (StepError, CatalogUnreachable) as e:
-        logging.getLogger("layout.changes").error("%s failed: %s", args.step, e)
-        return 1
-    finally:
-        spark.stop()
-    return 0
+    return run_job(CHANGES, None, argv, build_parser(), request)

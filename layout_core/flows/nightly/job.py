@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import sys
 from pathlib import Path
 
 from layout_core.flows.nightly import steps
-
-STEPS = ("ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog")
-NEEDS_SPARK = set(STEPS) - {"optimize"}
+from layout_core.flows.nightly.steps import NIGHTLY
+from layout_core.runs.job import run_job
+from layout_core.runs.paths import RunPaths, StepError
 
 
 def build_parser(step: str) -> argparse.ArgumentParser:
@@ -47,9 +45,9 @@ def _settings(text: str, block_rows: int | None) -> dict:
     try:
         settings = json.loads(text or "{}")
     except ValueError as e:
-        raise steps.StepError(f"--settings is not JSON: {e}") from None
+        raise StepError(f"--settings is not JSON: {e}") from None
     if not isinstance(settings, dict):
-        raise steps.StepError(f"--settings must be a JSON object, not {text!r}")
+        raise StepError(f"--settings must be a JSON object, not {text!r}")
     if block_rows is not None:
         settings["block_rows"] = block_rows
     return settings
@@ -83,52 +81,17 @@ def checked_run(step: str, args, settings, schema) -> tuple:
     return table, optimizer_settings
 
 
+def request(step: str, args, settings, schema) -> tuple:
+    """The run's paths and inputs, every argument checked first."""
+    table, optimizer_settings = checked_run(step, args, settings, schema)
+    paths = RunPaths(Path(settings.warehouse), table.name, args.partition, args.run_id)
+    inputs = {"partition_column": args.partition_column, "settings": optimizer_settings}
+    if step == "ingest":
+        inputs.update(source=args.source, date_column=args.date_column, start=args.start, end=args.end)
+    if step == "featurize":
+        inputs.update(query_log=args.query_log or None, optimizer=args.optimizer)
+    return paths, inputs
+
+
 def main(step: str, argv: list[str] | None = None) -> int:
-    from layout_core.base.config import load_settings
-    from layout_core.base.errors import UserError
-    from layout_core.base.schema import load_schema
-
-    args = build_parser(step).parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse, schema=args.schema)
-        schema = load_schema(settings.schema)
-        table, optimizer_settings = checked_run(step, args, settings, schema)
-    except UserError as e:  # nothing started yet: no Spark, no catalog
-        logging.getLogger("layout.pipeline").error("%s refused its arguments: %s", step, e)
-        return 2
-    paths = steps.RunPaths(Path(settings.warehouse), table.name, args.partition, args.run_id)
-
-    from layout_core.catalog import Catalog, CatalogUnreachable
-
-    spark = None
-    if step in NEEDS_SPARK:
-        from layout_core.spark.session import job_session
-
-        spark = job_session(f"layout-{step}-{table.name}-{args.partition or 'all'}")
-    try:
-        with Catalog(settings.catalog_url) as catalog:
-            if step == "ingest":
-                steps.ingest(spark, paths, table, args.source, catalog, args.date_column, args.start,
-                             args.end, args.partition_column)
-            elif step == "featurize":
-                steps.featurize(spark, paths, schema, args.query_log or None, args.optimizer,
-                                optimizer_settings, catalog)
-            elif step == "reduce":
-                steps.reduce_vectors(spark, paths, table)
-            elif step == "optimize":
-                steps.optimize(paths, table)
-            elif step == "write_blocks":
-                steps.write_blocks(spark, paths, table, catalog, args.partition_column)
-            elif step == "verify":
-                steps.verify(spark, paths, table, catalog)
-            elif step == "update_catalog":
-                steps.update_catalog(spark, paths, table, catalog, schema, settings.range_sets)
-    except (steps.StepError, CatalogUnreachable) as e:
-        logging.getLogger("layout.pipeline").error("%s failed: %s", step, e)
-        return 1
-    finally:
-        if spark is not None:
-            spark.stop()
-    return 0
+    return run_job(NIGHTLY, step, argv, build_parser(step), request)

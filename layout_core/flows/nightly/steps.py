@@ -4,7 +4,7 @@
 
 Each step reads the artifacts the previous ones left under the run's staging
 folder (`<warehouse>/_runs/<table>/<partition>/<run id>/`, typed in
-`pipeline.artifacts`) and writes its own, replacing any output of an earlier
+`flows.nightly.artifacts` and `runs.artifacts`) and writes its own, replacing any output of an earlier
 attempt: re-running a step (an Airflow retry) gives the same result and
 never duplicates rows. Nothing is visible to readers until update_catalog
 activates the version, in one catalog transaction; a failure before that
@@ -16,84 +16,36 @@ the benchmarks call, and `write_blocks` applies the plan with
 `spark.assign.with_plan_blocks`.
 
 Every step returns a small dict of numbers (logged, and kept in
-`metrics.json` so reports and benchmarks can show time per step).
+`metrics.json` so reports and benchmarks can show time per step). `NIGHTLY`
+is the flow: the steps with one signature (a `runs.flow.RunContext` in,
+metrics out), run by the jobs (`flows.nightly.job`) and by `run_in_process`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
-from layout_core.catalog import BlockRecord, Catalog, CatalogError, CutRecord, VersionSuperseded
-from layout_core.base.errors import UserError
+from layout_core.catalog import Catalog, CatalogError
 from layout_core.optimizers import PlanError
 from layout_core.optimizers.plan import TreeBlocks, as_lists
 from layout_core.predicates import dumps, loads
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
-from layout_core.flows.nightly.artifacts import (
-    ArtifactError, CutEntry, Features, IngestSummary, Vectors, Verification, WrittenBlocks,
-    read_artifact, write_artifact, write_json,
-)
+from layout_core.flows.nightly.artifacts import CutEntry, Features, IngestSummary, Vectors
+from layout_core.runs.artifacts import VerifiedBlocks, WrittenBlocks, read_step_artifact, write_artifact
+from layout_core.flows.names import NIGHTLY_STEPS
+from layout_core.runs.flow import Flow, RunContext, Step, run_steps
+from layout_core.runs.paths import RunPaths, StepError, record_metrics, write_json
+from layout_core.runs.sources import active_sources, frames_of_versions, source_frames
+from layout_core.runs.publish import block_record, cut_records, keys_file, publish, tree_records
+from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks, written_frame
 
 log = logging.getLogger("layout.pipeline")
 
 PLAN_FILE = "plan.json"
-
-
-class StepError(UserError, RuntimeError):
-    """A step cannot run or its result is wrong; nothing is activated."""
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    warehouse: Path
-    table: str
-    partition: str
-    run_id: str
-
-    @property
-    def location(self) -> Path:
-        return self.warehouse / self.table
-
-    @property
-    def staging(self) -> Path:
-        return self.warehouse / "_runs" / self.table / (self.partition or "_all") / staging_name(self.run_id)
-
-    def file(self, name: str) -> Path:
-        return self.staging / name
-
-
-def staging_name(run_id: str) -> str:
-    """The folder name of a run id (Airflow run ids hold ':' and '+')."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id)
-
-
-def read_step_artifact(paths: RunPaths, cls, step: str):
-    try:
-        return read_artifact(paths.staging, cls, step)
-    except ArtifactError as e:
-        raise StepError(str(e)) from None
-
-
-def record_metrics(paths: RunPaths, step: str, numbers: dict) -> dict:
-    metrics_path = paths.file("metrics.json")
-    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else {}
-    metrics[step] = numbers
-    write_json(metrics_path, metrics)
-    log.info("%s %s/%s: %s", step, paths.table, paths.partition or "-",
-             ", ".join(f"{k}={v}" for k, v in numbers.items()))
-    return numbers
-
-
-def read_metrics(paths: RunPaths) -> dict:
-    path = paths.file("metrics.json")
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 # ---------------------------------------------------------------------------
@@ -156,59 +108,6 @@ def _log_numbers(summary, table: str) -> dict:
     on_table = sum(len(a.refs_of_table(table)) for a in summary.analyses)
     return {"queries": summary.queries, "parsed": len(summary.analyses), "failed": len(summary.failed),
             "queries_on_table": on_table}
-
-
-def active_sources(catalog: Catalog, tables: set[str]) -> dict[str, dict]:
-    """{table: {"versions": [...], "paths": [...]}} for the tables that have active, non-empty layouts."""
-    registered = {t.name for t in catalog.tables()}
-    snapshot = catalog.snapshot(sorted(tables & registered))
-    sources = {}
-    for table in sorted(tables & registered):
-        layouts = snapshot.layouts_of(table)
-        block_paths = [b.path for layout in layouts for b in layout.blocks]
-        if block_paths:
-            sources[table] = {"versions": sorted(layout.version.version_id for layout in layouts),
-                              "paths": block_paths}
-    return sources
-
-
-def source_frames(spark, schema: Schema, paths_by_table: dict[str, list[str]]) -> dict:
-    """The data of dimension tables, read from their block folders."""
-    missing = [p for paths in paths_by_table.values() for p in paths if not Path(p).is_dir()]
-    if missing:
-        raise StepError(f"{len(missing)} block folders of a dimension layout are missing, e.g. {missing[0]}")
-    return {table: spark.read.parquet(*paths).select(*schema.table(table).column_names)
-            for table, paths in paths_by_table.items()}
-
-
-def keys_file(paths: RunPaths, position: int) -> Path:
-    """Where a run keeps the literal keys (Roaring bitmap) of its join-induced cut `position`."""
-    return paths.file("literal_keys") / f"cut{position}.roaring"
-
-
-def cut_records(paths: RunPaths, entries, step: str = "featurize") -> list:
-    """Catalog records of featurized cuts, join-induced ones with their literal keys
-    read back from the run's staging folder (`step` wrote them)."""
-    records = []
-    for c in entries:
-        keys = None
-        if c.kind == "join_induced":
-            path = keys_file(paths, c.position)
-            if not path.exists():
-                raise StepError(f"{path} is missing: run {step} again")
-            keys = path.read_bytes()
-        records.append(CutRecord(c.position, c.predicate, c.sql, c.kind, path=c.path, literal_keys=keys,
-                                 source_versions=c.source_versions))
-    return records
-
-
-def frames_of_versions(spark, catalog: Catalog, schema: Schema, versions) -> dict:
-    """The data of the dimension layout versions `versions` ((table, version id) pairs) that
-    join-induced cut bits were computed from, read from their block folders."""
-    by_table: dict[str, list[str]] = {}
-    for t, v in sorted(set(versions)):
-        by_table.setdefault(t, []).extend(catalog.block_paths(v))
-    return source_frames(spark, schema, by_table) if by_table else {}
 
 
 def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, optimizer: str,
@@ -381,8 +280,9 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     if catalog.version(version).state == "active" and paths.file(WrittenBlocks.FILE).exists():
         # A retry after this run already went live: its folders are being read; leave them.
         return record_metrics(paths, "write_blocks", {"version": version, "already_active": True})
-    for stale in (Verification.FILE, WrittenBlocks.FILE):  # an earlier attempt's: never trust them now
+    for stale in (VerifiedBlocks.FILE, WrittenBlocks.FILE):  # an earlier attempt's: never trust them now
         paths.file(stale).unlink(missing_ok=True)
+    ingested = read_step_artifact(paths, IngestSummary, "write_blocks")  # what the blocks must hold
     df = spark.read.parquet(str(paths.file("featurized")))
     written = {}
     if plan.n_blocks:
@@ -391,7 +291,8 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
                                       paths.file("block_staging"),
                                       partition_column if paths.partition else None, paths.partition)
     write_artifact(paths.staging, WrittenBlocks(
-        version, ids.start, {str(b): {"path": str(p), "bytes": n} for b, (p, n) in written.items()}))
+        version, ids.start, {str(b): {"path": str(p), "bytes": n} for b, (p, n) in written.items()},
+        ingested.rows, ingested.checksum))
     return record_metrics(paths, "write_blocks", {"version": version, "blocks": len(written),
                                            "bytes": sum(n for _, n in written.values()),
                                            "seconds": round(time.monotonic() - t0, 2)})
@@ -401,50 +302,10 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
 # verify
 
 
-def rows_fingerprint(df, columns: Sequence[str]) -> tuple[int, int]:
-    """(rows, order-independent checksum): the sum of a 64-bit hash of every row."""
-    from pyspark.sql import functions as F
-
-    # xxhash64 skips NULL arguments: (1, 'A', NULL) and (1, NULL, 'A') would hash alike
-    # without a null flag per column.
-    row_hash = F.xxhash64(*[x for c in columns for x in (F.col(c), F.col(c).isNull())]).cast("decimal(38,0)")
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.coalesce(F.sum(row_hash), F.lit(0)).alias("h")).collect()[0]
-    return int(row["n"]), int(row["h"])
-
-
-def written_frame(spark, table: TableSchema, written):
-    """The rows of the written blocks (an artifact with `.blocks`: str(id) -> {"path"}), or None."""
-    from layout_core.base.names import BLOCK_ID_COLUMN
-
-    block_paths = [b["path"] for b in written.blocks.values()]
-    if not block_paths:
-        return None
-    base = str(Path(block_paths[0]).parent)
-    frame = spark.read.option("basePath", base).parquet(*block_paths)
-    return frame.select(*table.column_names, BLOCK_ID_COLUMN)
-
-
 def verify(spark, paths: RunPaths, table: TableSchema, catalog: Catalog) -> dict:
-    """Rows and checksum of the written blocks equal those of the input; else fail the version."""
-    t0 = time.monotonic()
-    paths.file(Verification.FILE).unlink(missing_ok=True)  # only this attempt's verdict counts
-    written = read_step_artifact(paths, WrittenBlocks, "verify")
-    missing = [b["path"] for b in written.blocks.values() if not Path(b["path"]).is_dir()]
-    if missing:
-        reason = f"verify failed: {len(missing)} written block folders are missing, e.g. {missing[0]}"
-        catalog.fail(written.version, reason)
-        raise StepError(reason)
-    ingested = read_step_artifact(paths, IngestSummary, "verify")
-    expected = (ingested.rows, int(ingested.checksum))
-    frame = written_frame(spark, table, written)
-    actual = rows_fingerprint(frame, table.column_names) if frame is not None else (0, 0)
-    if expected != actual:
-        reason = (f"verify failed: input has {expected[0]} rows (checksum {expected[1]}), "
-                  f"written blocks have {actual[0]} rows (checksum {actual[1]})")
-        catalog.fail(written.version, reason)
-        raise StepError(reason)
-    write_artifact(paths.staging, Verification(written.version, actual[0], str(actual[1])))
-    return record_metrics(paths, "verify", {"rows": actual[0], "seconds": round(time.monotonic() - t0, 2)})
+    """Rows and checksum of the written blocks equal those of the ingested batch; else the
+    version fails."""
+    return verify_blocks(spark, paths, catalog, table, WrittenBlocks, VerifiedBlocks)
 
 
 # ---------------------------------------------------------------------------
@@ -459,30 +320,6 @@ def block_rows_error(plan, summaries, first_id: int) -> float | None:
     return round(max(errors), 4) if errors else None
 
 
-def tree_records(plan) -> list:
-    """The plan's routing trees as catalog node records (tree t, node ids in preorder)."""
-    return [record for tree, root in enumerate(plan.routing_trees()) for record in node_records(tree, root)]
-
-
-def node_records(tree: int, root) -> list:
-    from layout_core.catalog import TreeNodeRecord
-
-    records: list = []
-
-    def add(node) -> int:
-        node_id = len(records)
-        records.append(None)
-        if node.is_leaf:
-            records[node_id] = TreeNodeRecord(tree, node_id, node.rows, leaf_id=node.leaf_id)
-        else:
-            left, right = add(node.left), add(node.right)
-            records[node_id] = TreeNodeRecord(tree, node_id, node.rows, cut=node.cut, left=left, right=right)
-        return node_id
-
-    add(root)
-    return records
-
-
 def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
                    schema: Schema | None = None, range_sets: int = DEFAULT_RANGE_SETS) -> dict:
     """Cuts (with literal keys), the plan and its tree, per-block stats (range
@@ -494,11 +331,8 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     from layout_core.spark.induced import with_layout_cut_flags
 
     t0 = time.monotonic()
-    verified = read_step_artifact(paths, Verification, "update_catalog")
-    written = read_step_artifact(paths, WrittenBlocks, "update_catalog")
+    written, verified = verified_version(paths, WrittenBlocks, VerifiedBlocks, "update_catalog")
     version = written.version
-    if verified.version != version:
-        raise StepError("verified.json belongs to another version: run verify again")
     info = catalog.version(version)
     if info.state == "active":
         return record_metrics(paths, "update_catalog", {"version": version, "already_active": True})
@@ -517,25 +351,11 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         summaries = summarize_blocks(flagged, table, len(predicates), range_sets)
         lineage, cells = block_lineage(flagged, plan.routing_trees(), BLOCK_ID_COLUMN)
         flagged.unpersist()
-    blocks = []
-    for s in summaries:
-        meta = written.blocks[str(s.block_id)]
-        blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"], s.stats, s.union_bits,
-                                  s.all_bits, leaves=lineage.get(s.block_id, ()), cells=cells.get(s.block_id, ())))
-    records = cut_records(paths, features.cuts)
-    try:
-        catalog.set_cuts(version, records)
-        catalog.set_plan(version, plan.to_json())
-        catalog.set_trees(version, tree_records(plan))
-        catalog.set_blocks(version, blocks)
-        # the fingerprint of the rows verified in the blocks, not of an earlier attempt's input
-        catalog.activate(version, input_fingerprint=f"{verified.rows}:{verified.checksum}")
-    except VersionSuperseded as e:
-        # another run of this partition went live first: this version can never serve
-        catalog.fail(version, f"update_catalog: {e}")
-        raise StepError(f"cannot activate version {version}: {e}") from None
-    except CatalogError as e:
-        raise StepError(f"cannot activate version {version}: {e}") from None
+    blocks = [block_record(s, written.blocks[str(s.block_id)], leaves=lineage.get(s.block_id, ()),
+                           cells=cells.get(s.block_id, ())) for s in summaries]
+    # the fingerprint of the rows verified in the blocks, not of an earlier attempt's input
+    publish(catalog, version, "update_catalog", cuts=cut_records(paths, features.cuts), plan=plan.to_json(),
+            trees=tree_records(plan), blocks=blocks, input_fingerprint=f"{verified.rows}:{verified.checksum}")
     numbers = {"version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks),
                "expected_blocks": plan.n_blocks, "range_sets": range_sets}
     error = block_rows_error(plan, summaries, written.first_block_id)
@@ -548,18 +368,26 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
 # all steps in one process
 
 
+NIGHTLY = Flow("nightly", (
+    Step("ingest", lambda c: ingest(c.spark, c.paths, c.table, c.inputs["source"], c.catalog, c.input("date_column"),
+                                    c.input("start"), c.input("end"), c.input("partition_column", "dt"))),
+    Step("featurize", lambda c: featurize(c.spark, c.paths, c.schema, c.input("query_log"), c.inputs["optimizer"],
+                                          c.input("settings"), c.catalog)),
+    Step("reduce", lambda c: reduce_vectors(c.spark, c.paths, c.table)),
+    Step("optimize", lambda c: optimize(c.paths, c.table), needs_spark=False),
+    Step("write_blocks", lambda c: write_blocks(c.spark, c.paths, c.table, c.catalog,
+                                                c.input("partition_column", "dt"))),
+    Step("verify", lambda c: verify(c.spark, c.paths, c.table, c.catalog)),
+    Step("update_catalog", lambda c: update_catalog(c.spark, c.paths, c.table, c.catalog, c.schema, c.range_sets)),
+), declared=NIGHTLY_STEPS)
+
+
 def run_in_process(spark, catalog: Catalog, schema: Schema, paths: RunPaths, source: str, optimizer: str,
                    settings: Mapping[str, Any] | None = None, query_log: str | None = None, *,
                    date_column: str | None = None, start: str | None = None, end: str | None = None,
-                   partition_column: str = "dt") -> dict:
-    """The seven steps in order in one Spark session (tests, the demo's baselines, tools);
-    returns the run's metrics. The nightly DAG runs the same functions as separate jobs."""
-    table = schema.table(paths.table)
-    ingest(spark, paths, table, source, catalog, date_column, start, end, partition_column)
-    featurize(spark, paths, schema, query_log, optimizer, settings, catalog)
-    reduce_vectors(spark, paths, table)
-    optimize(paths, table)
-    write_blocks(spark, paths, table, catalog, partition_column)
-    verify(spark, paths, table, catalog)
-    update_catalog(spark, paths, table, catalog, schema)
-    return read_metrics(paths)
+                   partition_column: str = "dt", range_sets: int = DEFAULT_RANGE_SETS) -> dict:
+    """The nightly steps in order in one Spark session (tests, the demo's baselines, tools);
+    returns the run's metrics. The nightly DAG runs the same steps as separate jobs."""
+    inputs = {"source": source, "optimizer": optimizer, "settings": settings, "query_log": query_log,
+              "date_column": date_column, "start": start, "end": end, "partition_column": partition_column}
+    return run_steps(NIGHTLY, RunContext(spark, catalog, schema, paths, inputs, range_sets))

@@ -15,19 +15,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from layout_core.flows.names import MONITOR_REPORT_VERSION as REPORT_VERSION
+from layout_core.flows.names import monitor_report_path as report_path  # noqa: F401 - the DAG and tests use it
 from layout_core.flows.reorg.shift import ShiftReport, ShiftSettings, measure_shift
 
 log = logging.getLogger(__name__)
-
-REPORT_VERSION = 1
-
-
-def report_path(warehouse: str | Path, run_id: str) -> Path:
-    """Where one monitor run keeps its report (a retried task rewrites it)."""
-    from layout_core.flows.nightly.steps import staging_name
-
-    return Path(warehouse) / "_monitor" / staging_name(run_id) / "shift.json"
-
 
 def monitor_tables(spark, catalog, schema, tables: Sequence[str], settings: ShiftSettings,
                    now: dt.datetime | None = None) -> list[ShiftReport]:
@@ -106,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     from layout_core.base.config import load_settings
     from layout_core.base.schema import load_schema
     from layout_core.spark.session import job_session
-    from layout_core.flows.reorg.job import default_w
+    from layout_core.flows.reorg.shift import default_w
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,

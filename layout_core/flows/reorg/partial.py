@@ -24,7 +24,7 @@ checksum of the written blocks with the rows they replace.
 It is activated only while the base version still serves the partition
 (`Catalog.activate(replaces=...)`), so two runs from one base never both go
 live, and queries routed during the rewrite use the base version. Each step
-keeps its outputs in the run's staging folder (`pipeline.steps.RunPaths`)
+keeps its outputs in the run's staging folder (`runs.paths.RunPaths`)
 and a retry redoes only its own work.
 """
 
@@ -44,18 +44,20 @@ from layout_core.algorithms.qdtree import (
     Node, breadth_first, leaf_blocks, leaves, tree_from_json, tree_to_json,
 )
 from layout_core.optimizers import CandidateCut
-from layout_core.flows.nightly.artifacts import CutEntry, write_artifact, write_json
-from layout_core.flows.nightly.steps import (
-    RunPaths, StepError, cut_records, frames_of_versions, keys_file, node_records,
-    read_step_artifact, record_metrics, rows_fingerprint, written_frame,
-)
+from layout_core.flows.names import REORG_PLANNED, REORG_STEPS
+from layout_core.flows.nightly.artifacts import CutEntry
+from layout_core.runs.artifacts import VerifiedBlocks, WrittenBlocks, read_step_artifact, write_artifact
+from layout_core.runs.flow import Flow, RunContext, Step
+from layout_core.runs.paths import RunPaths, StepError, read_metrics, record_metrics, write_json
+from layout_core.runs.publish import block_record, cut_records, keys_file, node_records, publish
+from layout_core.runs.sources import frames_of_versions
+from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks, written_frame
 from layout_core.predicates import dumps, loads
 from layout_core.base.schema import Schema, TableSchema
-from layout_core.flows.reorg.shift import PartitionModel, ShiftSettings, measure_shift
+from layout_core.flows.reorg.shift import PartitionModel, ShiftSettings, default_w, measure_shift
 
 log = logging.getLogger("layout.reorg")
 
-PLANNED = "reorg_planned.json"  # the run's list of partitions, written once plan_reorg is done
 
 
 # ---------------------------------------------------------------------------
@@ -96,28 +98,23 @@ class ReorgPlan:
 
 
 @dataclass(frozen=True)
-class WrittenReorg:
+class WrittenReorg(WrittenBlocks):
+    """The new blocks of the chosen subtrees; they must hold exactly the rows of the base
+    blocks they replace (the expected rows and checksum)."""
+
     FILE: ClassVar[str] = "reorg_written.json"
     STEP: ClassVar[str] = "write_reorg"
-    version: int
-    first_block_id: int
-    blocks: dict  # str(block id) -> {"path": str, "bytes": int}
-    moved_rows: int  # rows of the base blocks that were rewritten
-    moved_checksum: str
 
 
 @dataclass(frozen=True)
-class VerifiedReorg:
+class VerifiedReorg(VerifiedBlocks):
     FILE: ClassVar[str] = "reorg_verified.json"
     STEP: ClassVar[str] = "verify_reorg"
-    version: int
-    rows: int
-    checksum: str
 
 
 def _planned_marker(warehouse: Path, table: str, run_id: str) -> Path:
     """The run's list of partitions to reorganize, in the table-wide staging folder."""
-    return RunPaths(warehouse, table, "", run_id).file(PLANNED)
+    return RunPaths(warehouse, table, "", run_id).file(REORG_PLANNED)
 
 
 def run_partitions(warehouse: Path, table: str, run_id: str) -> list[RunPaths]:
@@ -157,7 +154,7 @@ def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Sc
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(keys.serialize())
         write_artifact(paths.staging, plan)
-        record_metrics(paths, "plan_reorg", {"base_version": plan.base_version, "subtrees": len(plan.subtrees),
+        record_metrics(paths, "plan_reorg", {"replaces": plan.base_version, "subtrees": len(plan.subtrees),
                                       "blocks_rewritten": shift.blocks_chosen, "blocks_total": shift.blocks,
                                       "new_blocks": plan.n_blocks, "reward": round(shift.reward, 3),
                                       "subtrees_evaluated": shift.subtrees_evaluated,
@@ -307,23 +304,8 @@ def write_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dic
 
 def verify_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dict:
     """The written blocks hold exactly the rows of the blocks they replace; else the version fails."""
-    t0 = time.monotonic()
-    paths.file(VerifiedReorg.FILE).unlink(missing_ok=True)
     plan = read_step_artifact(paths, ReorgPlan, "verify_reorg")
-    written = read_step_artifact(paths, WrittenReorg, "verify_reorg")
-    table = schema.table(plan.table)
-    missing = [b["path"] for b in written.blocks.values() if not Path(b["path"]).is_dir()]
-    frame = None if missing else written_frame(spark, table, written)
-    actual = rows_fingerprint(frame, table.column_names) if frame is not None else (0, 0)
-    expected = (written.moved_rows, int(written.moved_checksum))
-    if missing or actual != expected:
-        reason = (f"verify_reorg failed: {len(missing)} written block folders are missing, e.g. {missing[0]}"
-                  if missing else f"verify_reorg failed: the rewritten blocks held {expected[0]} rows (checksum "
-                  f"{expected[1]}), the new blocks have {actual[0]} rows (checksum {actual[1]})")
-        catalog.fail(written.version, reason)
-        raise StepError(reason)
-    write_artifact(paths.staging, VerifiedReorg(written.version, actual[0], str(actual[1])))
-    return record_metrics(paths, "verify_reorg", {"rows": actual[0], "seconds": round(time.monotonic() - t0, 2)})
+    return verify_blocks(spark, paths, catalog, schema.table(plan.table), WrittenReorg, VerifiedReorg)
 
 
 # ---------------------------------------------------------------------------
@@ -373,10 +355,7 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
 
     t0 = time.monotonic()
     plan = read_step_artifact(paths, ReorgPlan, "activate_reorg")
-    written = read_step_artifact(paths, WrittenReorg, "activate_reorg")
-    verified = read_step_artifact(paths, VerifiedReorg, "activate_reorg")
-    if verified.version != written.version:
-        raise StepError("reorg_verified.json belongs to another version: run verify_reorg again")
+    written, verified = verified_version(paths, WrittenReorg, VerifiedReorg, "activate_reorg")
     version = written.version
     if catalog.version(version).state == "active":
         return record_metrics(paths, "activate_reorg", {"version": version, "already_active": True})
@@ -407,27 +386,18 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
         flagged = with_bit_vector(with_layout_cut_flags(frame, [loads(c.predicate) for c in plan.cuts],
                                                          _dimension_frames(spark, catalog, schema, plan)), m)
         for s in summarize_blocks(flagged, table, m, range_sets):
-            meta = written.blocks[str(s.block_id)]
-            blocks.append(BlockRecord(s.block_id, s.row_count, meta["bytes"], meta["path"], s.stats,
-                                      ((1 << k) - 1) | (s.union_bits << k), s.all_bits << k,
-                                      leaves=((leaf_of_new_block[s.block_id],),)))
+            blocks.append(block_record(s, written.blocks[str(s.block_id)], union_bits=((1 << k) - 1) | (s.union_bits << k),
+                                       all_bits=s.all_bits << k, leaves=((leaf_of_new_block[s.block_id],),)))
     cuts = list(layout.cuts) + cut_records(paths, plan.cuts, "plan_reorg")
     plan_json = {"optimizer": plan.optimizer, "reorganized_from": plan.base_version,
                  "subtrees": [{"node": s.node_id, "old_leaves": list(s.old_leaves), "reward": s.reward}
                               for s in plan.subtrees],
                  "expected_block_rows": list(plan.expected_block_rows), "tree": tree_to_json(root)}
-    try:
-        catalog.set_cuts(version, cuts)
-        catalog.set_plan(version, plan_json)
-        catalog.set_trees(version, node_records(0, root))
-        catalog.set_blocks(version, blocks, shared_from=plan.base_version)
-        catalog.activate(version, input_fingerprint=plan.input_fingerprint or None, replaces=plan.base_version)
-    except CatalogError as e:
-        catalog.fail(version, f"activate_reorg: {e}")
-        raise StepError(f"cannot activate version {version}: {e}") from None
+    publish(catalog, version, "activate_reorg", cuts=cuts, plan=plan_json, trees=node_records(0, root),
+            blocks=blocks, input_fingerprint=plan.input_fingerprint or None, replaces=plan.base_version)
     new_blocks = len(blocks) - (len(layout.blocks) - len(moved))
     return record_metrics(paths, "activate_reorg", {
-        "version": version, "base_version": plan.base_version, "blocks": len(blocks),
+        "version": version, "replaces": plan.base_version, "blocks": len(blocks),
         "blocks_shared": len(blocks) - new_blocks, "blocks_rewritten": len(moved), "blocks_new": new_blocks,
         "cuts": len(cuts), "seconds": round(time.monotonic() - t0, 2)})
 
@@ -436,17 +406,44 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
 # all steps in one process
 
 
+def _shift_settings(context: RunContext) -> ShiftSettings:
+    """The run's shift settings: given whole (in-process runs), or q, w and the window from the
+    job's arguments, w defaulting to what `layout calibrate` measured on this storage."""
+    if context.input("settings") is not None:
+        return context.inputs["settings"]
+    try:
+        return ShiftSettings(q=context.inputs["q"], w=context.input("w") or default_w(context.catalog),
+                             window_hours=context.inputs["window_hours"])
+    except ValueError as e:
+        raise StepError(str(e)) from None
+
+
+def _each_partition(context: RunContext, step) -> dict:
+    """A step run on every partition plan_reorg chose, in turn: {partition: metrics}."""
+    c = context
+    return {paths.partition: step(paths) for paths in run_partitions(c.paths.warehouse, c.paths.table, c.paths.run_id)}
+
+
+# The reorganization of one table; its run folder (`RunContext.paths`) is the table-wide one.
+REORG = Flow("reorg", (
+    Step("plan_reorg", lambda c: plan_reorg(c.spark, c.paths.warehouse, c.paths.run_id, c.catalog, c.schema,
+                                            c.paths.table, _shift_settings(c))),
+    Step("write_reorg", lambda c: _each_partition(c, lambda p: write_reorg(c.spark, p, c.catalog, c.schema))),
+    Step("verify_reorg", lambda c: _each_partition(c, lambda p: verify_reorg(c.spark, p, c.catalog, c.schema))),
+    Step("activate_reorg", lambda c: _each_partition(
+        c, lambda p: activate_reorg(c.spark, p, c.catalog, c.schema, c.range_sets))),
+), declared=REORG_STEPS)
+
+
 def reorganize_in_process(spark, catalog: Catalog, schema: Schema, warehouse: Path, table: str, run_id: str,
                           settings: ShiftSettings, range_sets: int = 16) -> dict:
     """The four steps in order in one Spark session (tests, the shift benchmark, `layout reorganize`);
-    the layout_reoptimize DAG runs the same functions as separate jobs. Returns per partition its metrics."""
-    from layout_core.flows.nightly.steps import read_metrics
-
-    planned = plan_reorg(spark, warehouse, run_id, catalog, schema, table, settings)
-    out = {}
-    for paths in run_partitions(warehouse, table, run_id):
-        write_reorg(spark, paths, catalog, schema)
-        verify_reorg(spark, paths, catalog, schema)
-        activate_reorg(spark, paths, catalog, schema, range_sets)
-        out[paths.partition] = read_metrics(paths)
-    return {"plan": planned, "partitions": out}
+    the layout_reoptimize DAG runs the same steps as separate jobs. Returns the plan and per
+    partition its metrics."""
+    context = RunContext(spark, catalog, schema, RunPaths(warehouse, table, "", run_id), {"settings": settings},
+                         range_sets)
+    planned = REORG.steps[0].run(context)
+    for step in REORG.steps[1:]:
+        step.run(context)
+    return {"plan": planned,
+            "partitions": {paths.partition: read_metrics(paths) for paths in run_partitions(warehouse, table, run_id)}}

@@ -32,6 +32,7 @@ import numpy as np
 from layout_core.catalog import ActiveLayout, CatalogSnapshot, QueryRecord, TreeNodeRecord
 from layout_core.catalog.records import tree_roots
 from layout_core.algorithms.qdtree import Node, leaves
+from layout_core.flows.reorg.calibrate import calibrated_w
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.sql.analysis import QueryAnalysis, QueryError, analyze
 from layout_core.flows.reorg.optimal_set import SubtreeShape, optimal_set
@@ -62,6 +63,11 @@ class ShiftSettings:
                 raise ValueError(f"{name} must be > 0, not {getattr(self, name)!r}")
         if self.min_references < 1 or self.sample_rows < 0:
             raise ValueError("min_references must be >= 1 and sample_rows >= 0")
+
+
+def default_w(catalog) -> float:
+    """The w `layout calibrate` measured on this storage, else the paper's 100."""
+    return calibrated_w(catalog) or ShiftSettings.w
 
 
 # ---------------------------------------------------------------------------
@@ -408,7 +414,7 @@ def _records(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: 
     from pyspark.sql import functions as F
 
     from layout_core.optimizers import TableQueries, get_optimizer
-    from layout_core.flows.nightly.steps import active_sources, source_frames
+    from layout_core.runs.sources import active_sources, source_frames
     from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
     from layout_core.spark.featurize import path_tables, usable_cuts, vector_sample, with_vectors
 
