@@ -1,4 +1,4 @@
-"""The "Layouts" pages in the Airflow UI: registration only (the app is layout_core.airflow.plugin).
+"""The "Layouts" pages in the Airflow UI: registration only (the app is layout_core.airflow.pages.app).
 
 Point Airflow's plugins folder here (AIRFLOW__CORE__PLUGINS_FOLDER; `make airflow`
 and layout_core.airflow.deployment do) and restart the api-server after a change.
@@ -6,7 +6,7 @@ and layout_core.airflow.deployment do) and restart the api-server after a change
 
 from airflow.plugins_manager import AirflowPlugin
 
-from layout_core.airflow.plugin import URL_PREFIX, app
+from layout_core.airflow.pages.app import URL_PREFIX, app
 
 
 class LayoutsPlugin(AirflowPlugin):

@@ -291,7 +291,7 @@ def check_layouts_pages(airflow, run_id: str, tmp_path) -> None:
     screenshot of the tables page in headless Chromium, authenticated by that cookie."""
     import matplotlib.image
 
-    from layout_core.airflow.plugin import STEPS
+    from layout_core.flows.names import NIGHTLY_STEPS as STEPS
 
     status, plugins = airflow.request("GET", "/api/v2/plugins")
     assert status == 200, plugins

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from layout_core.airflow.plugin import create_app, require_run_reader, require_user
+from layout_core.airflow.pages.app import create_app
+from layout_core.airflow.pages.auth import require_run_reader, require_user
 from layout_core.catalog import BlockRecord, Catalog, QueryRecord, RefRead
 from layout_core.flows.nightly.steps import RunPaths
 
@@ -432,7 +433,7 @@ def test_the_plugin_registers_the_app_a_nav_entry_and_a_dag_run_view():
     spec.loader.exec_module(module)
     from airflow.plugins_manager import is_valid_plugin
 
-    from layout_core.airflow import plugin as airflow_plugin
+    from layout_core.airflow.pages import app as airflow_plugin
 
     plugin = module.LayoutsPlugin
     assert is_valid_plugin(plugin)
@@ -618,7 +619,7 @@ def test_a_monitor_run_page_shows_its_shift_report(tmp_path, warehouse):
     assert "fewer than 10: too few to act on; &lt;i&gt;no&lt;/i&gt;" in orders and "<i>" not in page
     assert str(tmp_path) not in page and "pw@" not in page and str(path.name) not in page
     # the same report through the plugin's own path (it does not import reorg.monitor)
-    from layout_core.airflow.plugin import monitor_report_path
+    from layout_core.airflow.pages.data import monitor_report_path
     from layout_core.flows.reorg.monitor import report_path
 
     for run_id in (MONITOR_STAGED, HOSTILE, "a/../../b", "x:y+z", "layout__.._..", "layout_workload_monitor__.."):
@@ -726,7 +727,7 @@ def test_a_gc_run_page_shows_its_report(tmp_path, warehouse):
     assert "its run&#x27;s version is building &amp; may be retried" in page
     assert "/wh/orders/dt=1995/block_id=2" in page and "and 10 more" not in text
     # the plugin's own path (it does not import gc) is gc.report_path
-    from layout_core.airflow.plugin import gc_report_path
+    from layout_core.airflow.pages.data import gc_report_path
     from layout_core.flows.gc import report_path
 
     for run_id in (GC_STAGED, HOSTILE, "a/../../b", "x:y+z", "layout__.._..", "layout_gc__.."):
@@ -788,7 +789,7 @@ def test_a_gc_run_without_a_readable_report_is_a_note(catalog_url, warehouse, tm
 def test_the_run_page_of_a_cleared_and_rerun_nightly_run_shows_its_latest_version(tmp_path):
     """layout_nightly builds a cleared run's re-run under `<dag>__<run>__rerun<n>`: the run page
     shows the latest such attempt, its version the active one."""
-    from layout_core.airflow.plugin import latest_staged_run_id, read_run
+    from layout_core.airflow.pages.data import latest_staged_run_id, read_run
 
     url, warehouse = f"sqlite:///{tmp_path / 'catalog.db'}", tmp_path / "warehouse"
     with Catalog(url, clock=Clock()) as catalog:
@@ -811,9 +812,30 @@ def test_the_run_page_of_a_cleared_and_rerun_nightly_run_shows_its_latest_versio
 
 
 def test_a_change_batch_run_lists_its_own_steps():
-    from layout_core.airflow.plugin import run_steps
+    from layout_core.airflow.pages.data import run_steps
 
     staged = {"stage_changes": {"inserted": 40}, "write_changes": {"version": 9}}
     assert run_steps(staged) == ("stage_changes", "write_changes", "verify_changes", "activate_changes")
     assert run_steps({}, "layout_changes")[0] == "stage_changes"
     assert run_steps({}, "layout_nightly")[0] == "ingest"
+
+
+def test_a_reorganization_run_names_the_version_it_replaces_by_either_key(catalog_url, warehouse):
+    """Newer runs record the version they replace as "replaces", older ones as "base_version"
+    (REORG_METRICS); with both, "replaces" is the one shown."""
+    from layout_core.airflow.pages.reports import replaced_version
+
+    assert replaced_version({"replaces": 2, "base_version": 9}) == 2
+    assert replaced_version({"replaces": None, "base_version": 9}) == 9 and replaced_version({}) is None
+    renamed = {step: {("replaces" if key == "base_version" else key): value for key, value in numbers.items()}
+               for step, numbers in REORG_METRICS.items()}
+    paths = RunPaths(warehouse, "lineitem", "1995", REORG_STAGED)
+    paths.staging.mkdir(parents=True)
+    client = _client(catalog_url, warehouse)
+    for metrics, said in (
+            (renamed, "rewrote 2 of 3 blocks into 2 new ones; 1 shared with version 2; reward 29.1."),
+            ({"plan_reorg": renamed["plan_reorg"]}, "plans to rewrite 2 of 3 blocks into 2 new ones; base version 2;"),
+            ({"plan_reorg": {**REORG_METRICS["plan_reorg"], "replaces": 7}}, "; base version 7; reward 29.1.")):
+        paths.file("metrics.json").write_text(json.dumps(metrics))
+        response = client.get(_reorg_url())
+        assert response.status_code == 200 and said in " ".join(_text(response.text).split()), said

@@ -510,7 +510,7 @@ def test_gc_dag_task_collects_garbage_and_returns_numbers(gc_dag, wh, three, mon
     assert written["purged_version_ids"] == [v1, v2] and written["kept_items"] == []
     assert sorted(Path(f["path"]).name for f in written["staging"]) == ["run-1", "run-2", "run-3"]
     # the plugin shows it
-    from layout_core.airflow.plugin import read_gc_run
+    from layout_core.airflow.pages.reports import read_gc_run
 
     shown = read_gc_run(wh.root, "layout_gc", run_id)
     assert shown.problem is None and shown.report["versions_purged"] == 2 and shown.report["bytes_freed"] == 1300
