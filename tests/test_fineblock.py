@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layout_core.algorithms.features import Feature, augment_queries, select_features
-from layout_core.algorithms.fineblock import (
-    BlockingMap, VectorCounts, bottom_up, objective, unpack_bit_strings,
-)
+from layout_core.algorithms.fineblock import bottom_up, objective
+from layout_core.algorithms.types import BlockingMap, VectorCounts, unpack_bit_strings
 from layout_core.predicates import Column, Compare, conj, in_list, to_sql
 
 # ---------------------------------------------------------------------------

@@ -16,12 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import layout_core.algorithms.pando as pando
-from layout_core.algorithms.fineblock import VectorCounts
+from layout_core.algorithms.types import VectorCounts
 from layout_core.algorithms.pando import (
-    PandoBlocks, admitted, block_reads, blocks_read, bottom_up_blocks, grow_within_bound, k_tuples,
+    PandoBlocks, admitted, block_reads, rows_read, bottom_up_blocks, grow_within_bound, k_tuples,
     leaf_block_sets, top_down, truncate,
 )
-from layout_core.algorithms.qdtree import Node, Workload, greedy_tree, leaves
+from layout_core.algorithms.qdtree import Node, greedy_tree, leaves
+from layout_core.algorithms.types import Workload
 
 from tests.test_qdtree import vcounts, workload
 
@@ -195,7 +196,7 @@ def test_xy_one_tree_is_mto():
     assert blocks.tuple_n_blocks.tolist() == [2, 2]
     assert blocks.block_rows.tolist() == [25, 25, 25, 25]
     # q0, q1 read their 50-row leaf; q2, q3 read everything.
-    assert blocks_read((tree,), XY_WL, blocks).tolist() == [50, 50, 100, 100]
+    assert rows_read((tree,), XY_WL, blocks).tolist() == [50, 50, 100, 100]
 
 
 def test_xy_two_trees_read_less():
@@ -218,10 +219,10 @@ def test_xy_two_trees_read_less():
     assert blocks.block_rows.tolist() == [20] * 5
     assert blocks.n_blocks == 5
     # q0 (x < 40) needs cells (0,0) and (0,1): 40 rows + the 20-row outlier block.
-    read = blocks_read(trees, XY_WL, blocks)
+    read = rows_read(trees, XY_WL, blocks)
     assert read.tolist() == [60, 60, 60, 60]
     assert read.sum() == 240  # one tree read 300 (above)
-    assert blocks_read(trees, XY_WL, blocks, per_tree=True).tolist() == [60, 60, 60, 60]
+    assert rows_read(trees, XY_WL, blocks, per_tree=True).tolist() == [60, 60, 60, 60]
     # The two leaves of each tree point to different blocks: nothing to truncate.
     assert leaf_block_sets(trees, blocks)[0][0].tolist() == [0, 1, 2]
     assert leaf_block_sets(trees, blocks)[0][1].tolist() == [2, 3, 4]
@@ -277,12 +278,12 @@ def test_merge_cost_uses_query_weights():
     assert blocks.tuple_first_block.tolist() == [0, 0, 1, 1]
     assert blocks.tuple_n_blocks.tolist() == [1, 1, 1, 1]
     assert blocks.block_rows.tolist() == [20, 20]
-    assert blocks_read((tree,), wl, blocks).tolist() == [20, 20, 40, 40]
+    assert rows_read((tree,), wl, blocks).tolist() == [20, 20, 40, 40]
     # Weights 1, 1, 3, 3: now {0, 2} and {1, 3}.
     wl = workload(2, imp, dis, n_queries=4, weights=[1.0, 1.0, 3.0, 3.0])
     blocks = bottom_up_blocks(vc, wl, (tree,), 20)
     assert blocks.tuple_first_block.tolist() == [0, 1, 0, 1]
-    assert blocks_read((tree,), wl, blocks).tolist() == [40, 40, 20, 20]
+    assert rows_read((tree,), wl, blocks).tolist() == [40, 40, 20, 20]
     # Leaf 0 and leaf 2 now point to block 0, leaves 1 and 3 to block 1: the
     # cut 1 nodes have children with different sets, nothing is truncated.
     assert truncate((tree,), blocks).trees == (tree,)
@@ -300,7 +301,7 @@ def test_big_cell_is_cut_and_the_leftover_joins_the_smaller_piece():
     assert blocks.tuple_n_blocks.tolist() == [2, 1]
     assert blocks.tuple_rows.tolist() == [45, 5]
     assert blocks.block_rows.tolist() == [23, 27]
-    assert blocks_read((tree,), wl, blocks).tolist() == [50]
+    assert rows_read((tree,), wl, blocks).tolist() == [50]
 
 
 def test_fewer_rows_than_a_block_is_one_block_and_nothing_is_no_block():
@@ -361,7 +362,7 @@ def test_the_leftover_renumbers_the_merged_block_it_joins():
     assert k_tuples((tree,), vc)[0].tolist() == [4, 3, 2, 1, 0]
     assert blocks.tuple_first_block.tolist() == [0, 1, 1, 0, 0]
     assert blocks.block_rows.tolist() == [9, 8]
-    assert blocks_read((tree,), wl, blocks).tolist() == [9]
+    assert rows_read((tree,), wl, blocks).tolist() == [9]
 
 
 def full_tree(vc: VectorCounts) -> Node:
@@ -569,7 +570,7 @@ def check_bottom_up(vc: VectorCounts, wl: Workload, trees, block_rows: int) -> N
         for q in range(wl.n_queries):
             if not any(tree_skips_vector(tree, vc.vectors[v], wl, q) for tree in trees):
                 assert all(reads[q, b] for b in vblocks)
-    assert (blocks_read(trees, wl, blocks) == reads.astype(np.int64) @ blocks.block_rows).all()
+    assert (rows_read(trees, wl, blocks) == reads.astype(np.int64) @ blocks.block_rows).all()
 
 
 @settings(max_examples=100, deadline=None)

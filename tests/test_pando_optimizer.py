@@ -157,8 +157,8 @@ def test_trees_auto_measures_on_the_training_queries_when_they_cannot_be_split()
 
 
 def test_held_out_halves_keep_identical_references_together():
-    from layout_core.algorithms.qdtree import Workload
-    from layout_core.optimizers.pando import held_out_halves
+    from layout_core.algorithms.types import Workload
+    from layout_core.algorithms.pando import held_out_halves
 
     # references: a, b, a (the same predicate again), c, b -> halves {a, a, c} and {b, b}
     a, b, c = (True, False), (False, True), (False, False)

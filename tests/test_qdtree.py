@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.algorithms.fineblock import BlockingMap, VectorCounts, bottom_up
+from layout_core.algorithms.fineblock import bottom_up
+from layout_core.algorithms.types import BlockingMap, VectorCounts
 from layout_core.algorithms.qdtree import (
-    Node, Workload, describe, greedy_tree, leaf_blocks, leaves, route_vectors, router_objective,
-    tree_from_json, tree_to_json, single_leaf_tree, skipped_rows, tree_blocking_map,
-    tree_objective, zero_cut_tree,
+    Node, describe, greedy_tree, leaf_blocks, leaves, route_vectors, router_objective, single_leaf_tree, skipped_rows, tree_blocking_map, tree_from_json, tree_objective, tree_to_json, zero_cut_tree,
 )
+from layout_core.algorithms.types import Workload
 
 
 def vcounts(vectors, counts) -> VectorCounts:

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layout_core.algorithms.fineblock import VectorCounts
-from layout_core.algorithms.qdtree import Node, Workload, greedy_tree
+from layout_core.algorithms.types import VectorCounts
+from layout_core.algorithms.qdtree import Node, greedy_tree
+from layout_core.algorithms.types import Workload
 
 GOLDEN = Path(__file__).parent / "data" / "qdtree_golden.json"
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.algorithms.qdtree import Node, Workload, greedy_tree, leaves
+from layout_core.algorithms.qdtree import Node, greedy_tree, leaves
+from layout_core.algorithms.types import Workload
 from layout_core.flows.reorg.subtree_rewards import SubtreeBenefits, min_leaf_rows, old_subtrees
 from tests.test_qdtree import vcounts, workload
 

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layout_core.algorithms.fineblock import VectorCounts
+from layout_core.algorithms.types import VectorCounts
 from layout_core.algorithms.qdtree import greedy_tree, skipped_rows, tree_blocking_map
 from layout_core.base.schema import load_schema
 from layout_core.sql.analysis import analyze

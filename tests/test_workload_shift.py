@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from layout_core.catalog import ActiveLayout, BlockRecord, QueryRecord, TreeNodeRecord, VersionInfo
-from layout_core.algorithms.qdtree import Workload
+from layout_core.algorithms.types import Workload
 from layout_core.flows.reorg.monitor import asset_extra, report_path
 from layout_core.flows.reorg.shift import ShiftSettings, old_tree, partition_rewards, window_queries
 from layout_core.base.schema import load_schema

@@ -43,8 +43,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from layout_core.algorithms.fineblock import PackedUnions, VectorCounts
-from layout_core.algorithms.qdtree import Node, Workload, cut_mask, leaves, route_vectors
+from layout_core.algorithms.fineblock import PackedUnions
+from layout_core.algorithms.qdtree import Node, cut_mask, greedy_tree, leaf_blocks, leaves, route_vectors
+from layout_core.algorithms.types import VectorCounts, Workload
 
 __all__ = [
     "Grown",
@@ -53,7 +54,11 @@ __all__ = [
     "admitted",
     "admitted_tuples",
     "block_reads",
-    "blocks_read",
+    "rows_read",
+    "choose_k",
+    "grow_layout",
+    "held_out_halves",
+    "rows_read_share",
     "bottom_up_blocks",
     "estimated_rows_read",
     "fallback_blocks",
@@ -914,7 +919,7 @@ def block_reads(
     return out
 
 
-def blocks_read(
+def rows_read(
     trees: Sequence[Node],
     workload: Workload,
     blocks: PandoBlocks,
@@ -1019,3 +1024,96 @@ def place_cells(
         np.add.at(rows, chosen, new_rows[chunk])
         np.logical_or.at(reads, chosen, new_reads[:, chunk].T)
     return out
+
+
+# ---------------------------------------------------------------------------
+# The number of trees (§6.3)
+
+AUTO_TREES = (1, 2, 3, 4)
+AUTO_TOLERANCE = 0.02
+
+
+def grow_layout(vc: VectorCounts, workload: Workload, k: int, block_rows: int, max_tuples: int,
+                progress: bool = False):
+    """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs."""
+    grown = grow_within_bound(vc, workload, k, block_rows, max_tuples, progress=progress)
+    blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows, progress=progress)
+    return grown, blocks, truncate(grown.trees, blocks)
+
+
+def rows_read_share(vc, workload, trees, blocks) -> float:
+    """The estimated share of the table's rows a training query reads (weighted mean)."""
+    total = float(vc.counts.sum())
+    if total == 0 or workload.n_queries == 0:
+        return 0.0
+    reads = estimated_rows_read(vc, workload, trees, blocks)
+    return float(reads @ workload.weights / workload.weights.sum() / total)
+
+
+def mto_as_cells(vc, workload, block_rows: int):
+    """mto's tree and its leaf blocks as a one-tree Pando layout, to compare k = 1 with the others."""
+    root = greedy_tree(vc, workload, block_rows, objective="router")
+    by_id = sorted(leaves(root), key=lambda leaf: leaf.leaf_id)
+    split = leaf_blocks(root, block_rows)
+    rows = np.array([leaf.rows for leaf in by_id], dtype=np.int64)
+    sizes = np.concatenate([np.full(n, r // n) + (np.arange(n) < r % n) for r, n in zip(rows, split.n_blocks)])
+    held = rows > 0
+    blocks = PandoBlocks(np.flatnonzero(held)[:, None], split.first_block[held], split.n_blocks[held], rows[held],
+                         sizes)
+    return (root,), blocks
+
+
+def held_out_halves(workload):
+    """The training references split in two `Workload`s to fit on one and
+    measure on the other, or None with fewer than two distinct references
+    (or a half whose queries all weigh 0).
+
+    Distinct (implies, disjoint) rows, in the order they first appear, go
+    alternately to the halves; identical rows (two references of one query
+    with the same predicate, a query run twice) stay in one half, so the
+    other half measures queries the layout was not fitted to."""
+    rows = np.concatenate([workload.implies, workload.disjoint], axis=1)
+    _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    if first.size < 2:
+        return None
+    half_of_group = np.empty(first.size, dtype=np.int64)
+    half_of_group[np.argsort(first)] = np.arange(first.size) % 2  # by first appearance
+    half = half_of_group[group.reshape(-1)]
+    halves = tuple(Workload(workload.implies[half == h], workload.disjoint[half == h], workload.weights[half == h])
+                   for h in (0, 1))
+    return None if any(h.weights.sum() == 0 for h in halves) else halves
+
+
+def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: int,
+             progress: bool = False) -> tuple[int, list[list], str, tuple | None]:
+    """Pando §6.3, "evaluate for increasing k until the performance flattens",
+    on queries the layout was not fitted to: for k = 1..4, the layout fitted
+    to one half of the training references (`held_out_halves`) is measured
+    by the estimated share of rows the other half reads, both ways round,
+    and the smallest k within AUTO_TOLERANCE of the best mean is kept.
+    Measured on the queries it was fitted to, a larger k usually looks
+    better: more trees fit the training literals more closely, while new
+    literals of the same templates may read more (B1, docs/benchmarks.md). Without two distinct references the training queries measure.
+
+    Returns k, the figures [[k, share], ...], what measured them, and the
+    chosen k's `grow_layout` on the whole workload (None for k = 1: mto's plan)."""
+    halves = held_out_halves(workload)
+    folds = [(workload, workload)] if halves is None else [halves, halves[::-1]]
+    figures, grown_on_all = [], {}
+    for k in AUTO_TREES:
+        shares = []
+        for fit_on, measure_on in folds:
+            if k == 1:
+                trees, blocks = mto_as_cells(vc, fit_on, block_rows)
+            else:
+                layout = grow_layout(vc, fit_on, k, block_rows, max_tuples, progress)
+                if fit_on is workload:  # no halves: this is the layout to keep
+                    grown_on_all[k] = layout
+                trees, blocks = layout[0].trees, layout[1]
+            shares.append(rows_read_share(vc, measure_on, trees, blocks))
+        figures.append([k, round(float(np.mean(shares)), 6)])
+    best = min(share for _, share in figures)
+    chosen = next(k for k, share in figures if share <= best * (1 + AUTO_TOLERANCE))
+    layout = None if chosen == 1 else (grown_on_all.get(chosen)
+                                       or grow_layout(vc, workload, chosen, block_rows, max_tuples, progress))
+    return chosen, figures, "training queries" if halves is None else "held-out queries", layout

@@ -48,10 +48,9 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from layout_core.algorithms.fineblock import BlockingMap, VectorCounts, nonnegative_weights
+from layout_core.algorithms.types import BlockingMap, VectorCounts, Workload
 
 __all__ = [
-    "Workload",
     "Node",
     "greedy_tree",
     "single_leaf_tree",
@@ -76,43 +75,6 @@ _LOG_EVERY = 200  # splits between progress log lines when there is no progress 
 
 # ---------------------------------------------------------------------------
 # Inputs
-
-
-@dataclass(frozen=True, eq=False)
-class Workload:
-    """Training queries against m candidate cuts.
-
-    implies:  (Q, m) bool, query q's predicate implies cut j.
-    disjoint: (Q, m) bool, query q's predicate is disjoint with cut j.
-    weights:  (Q,) float >= 0, how often each query runs (default 1 each).
-    """
-
-    implies: np.ndarray
-    disjoint: np.ndarray
-    weights: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        implies = np.asarray(self.implies, dtype=bool)
-        disjoint = np.asarray(self.disjoint, dtype=bool)
-        if implies.ndim != 2:
-            raise ValueError("implies must be a 2-D (queries, cuts) array")
-        if disjoint.shape != implies.shape:
-            raise ValueError(
-                f"disjoint has shape {disjoint.shape}, implies has {implies.shape}"
-            )
-        q = implies.shape[0]
-        weights = np.ones(q, dtype=np.float64) if self.weights is None else nonnegative_weights(self.weights, q)
-        object.__setattr__(self, "implies", implies)
-        object.__setattr__(self, "disjoint", disjoint)
-        object.__setattr__(self, "weights", weights)
-
-    @property
-    def n_queries(self) -> int:
-        return int(self.implies.shape[0])
-
-    @property
-    def m(self) -> int:
-        return int(self.implies.shape[1])
 
 
 # ---------------------------------------------------------------------------
@@ -397,9 +359,9 @@ class _RouterGain:
         colsum = np.diagonal(pair)[kn]  # (k,) rows with bit k at the node
         both = pair[np.ix_(s.cuts, kn)]  # (a, k)
         rest = colsum[None, :] - both  # rows with bit j = 0 and bit k = 1
-        skip_node = _router_skip(self.imp_k, self.dis_k, colsum > 0, colsum == total)
-        skip_left = _router_skip(self.imp_k, self.dis_k, both > 0, both == lr[:, None])  # (a, Q)
-        skip_right = _router_skip(self.imp_k, self.dis_k, rest > 0, rest == rr[:, None])
+        skip_node = router_skips(self.imp_k, self.dis_k, colsum > 0, colsum == total)
+        skip_left = router_skips(self.imp_k, self.dis_k, both > 0, both == lr[:, None])  # (a, Q)
+        skip_right = router_skips(self.imp_k, self.dis_k, rest > 0, rest == rr[:, None])
         return (skip_left.astype(np.float64) @ w) * lr + (skip_right.astype(np.float64) @ w) * rr \
             - float(w @ skip_node) * total
 
@@ -530,7 +492,7 @@ def _nodes(records: list[list]) -> Node:
     return built[id(records[0])]
 
 
-def _router_skip(imp_k: np.ndarray, dis_k: np.ndarray, has: np.ndarray, every: np.ndarray) -> np.ndarray:
+def router_skips(imp_k: np.ndarray, dis_k: np.ndarray, has: np.ndarray, every: np.ndarray) -> np.ndarray:
     """(..., Q) bool: q skips a row set with per-known-cut flags `has` / `every` (..., k)."""
     return ((~has).astype(np.float64) @ imp_k.T > 0) | (every.astype(np.float64) @ dis_k.T > 0)
 
@@ -550,7 +512,7 @@ def router_objective(vc: VectorCounts, root: Node, workload: Workload,
         if idx.size == 0:
             continue
         v = vc.vectors[idx][:, kn]
-        skip = _router_skip(imp_k, dis_k, v.any(axis=0), v.all(axis=0))
+        skip = router_skips(imp_k, dis_k, v.any(axis=0), v.all(axis=0))
         total += float(workload.weights @ skip) * leaf.rows
     return total
 
@@ -633,7 +595,7 @@ def skipped_rows(vc: VectorCounts, blocking_map: BlockingMap, workload: Workload
     hits = np.zeros((k, vc.m), dtype=np.float64)
     np.add.at(hits, bm.block, vc.vectors[bm.vector_index] * lengths[:, None])
     sizes = bm.block_sizes()
-    skip = _router_skip(workload.implies, workload.disjoint, hits > 0, hits == sizes[:, None])  # (k, Q)
+    skip = router_skips(workload.implies, workload.disjoint, hits > 0, hits == sizes[:, None])  # (k, Q)
     return skip.T.astype(np.int64) @ sizes
 
 

@@ -9,7 +9,8 @@ import time
 
 import numpy as np
 
-from layout_core.algorithms.fineblock import VectorCounts, bottom_up, objective
+from layout_core.algorithms.fineblock import bottom_up, objective
+from layout_core.algorithms.types import VectorCounts
 
 
 def random_input(n: int, m: int = 15, seed: int = 0, density: float = 0.5) -> VectorCounts:

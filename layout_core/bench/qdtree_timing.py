@@ -9,10 +9,9 @@ import time
 
 import numpy as np
 
-from layout_core.algorithms.fineblock import VectorCounts
-from layout_core.algorithms.qdtree import (
-    Workload, greedy_tree, leaves, skipped_rows, tree_blocking_map, tree_objective,
-)
+from layout_core.algorithms.types import VectorCounts
+from layout_core.algorithms.qdtree import greedy_tree, leaves, skipped_rows, tree_blocking_map, tree_objective
+from layout_core.algorithms.types import Workload
 
 
 def random_input(

@@ -195,7 +195,7 @@ def reserve_block_id_gap(catalog, tables, copy_index: int, label: str) -> None:
 # Measuring
 
 
-def blocks_read(catalog, queries, analyses, schema) -> dict:
+def router_reads(catalog, queries, analyses, schema) -> dict:
     """Blocks and rows the router reads for the analyzed queries on the catalog's
     active layouts, in total and per table (every reference, diPs off): B1's
     `read_counts`, on a benchmark that lays out every table."""
@@ -330,7 +330,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         with Catalog(f"sqlite:///{base}") as catalog:
             result["layout_seconds"] = lay_out_all(spark, catalog, schema, warehouse, sources, train_log,
                                                    block_rows, "train-1-11")
-            result["old"] = {**blocks_read(catalog, test, analyses, schema),
+            result["old"] = {**router_reads(catalog, test, analyses, schema),
                              "blocks_total": layout_blocks(catalog, STAR_ORDER)}
         log.info("old layout: %s", result["old"])
 
@@ -348,7 +348,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
             with Catalog(f"sqlite:///{copy_catalog(base, runs / f'q{q}.db')}") as catalog:
                 reserve_block_id_gap(catalog, STAR_ORDER, i, f"q{q}")
                 done = partial_reorganization(spark, catalog, schema, warehouse, q, w)
-                result["partial"][str(q)] = {**blocks_read(catalog, test, analyses, schema),
+                result["partial"][str(q)] = {**router_reads(catalog, test, analyses, schema),
                                              "blocks_total": result["old"]["blocks_total"], **done}
             log.info("partial q=%s: %s", q, {k: v for k, v in result["partial"][str(q)].items()
                                              if k not in ("tables", "reorganized")})
@@ -357,7 +357,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
             reserve_block_id_gap(catalog, STAR_ORDER, len(q_values), "full")
             seconds = lay_out_all(spark, catalog, schema, warehouse, sources, window_log, block_rows,
                                   "full-relayout-12-22")
-            result["full"] = {**blocks_read(catalog, test, analyses, schema),
+            result["full"] = {**router_reads(catalog, test, analyses, schema),
                               "blocks_rewritten": result["old"]["blocks_total"],
                               "blocks_written": layout_blocks(catalog, STAR_ORDER),
                               "seconds": round(sum(seconds.values()), 2), "seconds_per_table": seconds}

@@ -128,7 +128,7 @@ class PlanWorkload:
         return len(self.implies)
 
     def matrices(self, n_cuts: int):
-        from layout_core.algorithms.qdtree import Workload
+        from layout_core.algorithms.types import Workload
 
         shape = (self.queries, n_cuts)
         return Workload(np.array(self.implies, dtype=bool).reshape(shape),
@@ -195,7 +195,7 @@ class VectorSample:
         return self.rows / self.sampled_rows if self.sampled_rows else 1.0
 
     def vectors(self, n_cuts: int) -> np.ndarray:
-        from layout_core.algorithms.fineblock import unpack_bit_strings
+        from layout_core.algorithms.types import unpack_bit_strings
 
         return unpack_bit_strings(list(self.keys), n_cuts)
 

@@ -32,7 +32,8 @@ class FineBlock(Optimizer):
         return [CandidateCut(f.predicate, "simple", f.support) for f in features]
 
     def fit(self, inputs, settings):
-        from layout_core.algorithms.fineblock import VectorCounts, bottom_up
+        from layout_core.algorithms.fineblock import bottom_up
+        from layout_core.algorithms.types import VectorCounts
 
         keys = inputs.vectors.keys
         if not keys:

@@ -11,6 +11,7 @@ from layout_core.optimizers.base import (
     BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SORT_COLUMN, PlanError, Setting,
     show_progress, sort_columns,
 )
+from layout_core.algorithms.pando import choose_k, grow_layout, rows_read_share
 from layout_core.optimizers.plan import TupleBlocks, as_tuples, new_plan
 from layout_core.optimizers.qdtree import TreeOptimizer
 
@@ -29,8 +30,6 @@ MAX_TUPLES = Setting("max_tuples", "int", 10_000,
 SAMPLE_ROWS = Setting("sample_rows", "int", 50_000,
                       "build the plan on a row-hash sample of about this many rows (0: all rows)")
 MAX_TREES = 8  # each tree multiplies the cells and the routing work; the paper's gains flatten by k = 4
-AUTO_TREES = (1, 2, 3, 4)
-AUTO_TOLERANCE = 0.02
 
 
 class Pando(TreeOptimizer):
@@ -59,7 +58,7 @@ class Pando(TreeOptimizer):
         return resolved
 
     def fit(self, inputs, settings):
-        from layout_core.algorithms.fineblock import VectorCounts
+        from layout_core.algorithms.types import VectorCounts
 
         m, sample = len(inputs.cuts), inputs.vectors
         if sample.rows == 0:
@@ -75,13 +74,13 @@ class Pando(TreeOptimizer):
         k, layout = settings["trees"], None
         if k == "auto":
             k, choices["trees_evaluated"], choices["trees_evaluated_on"], layout = choose_k(
-                vc, workload, block_rows, settings["max_tuples"])
+                vc, workload, block_rows, settings["max_tuples"], progress=show_progress())
             log.info("pando %s: trees=auto chose k = %d (estimated share of rows read by %s, per k: %s)",
                      inputs.table.name, k, choices["trees_evaluated_on"],
                      ", ".join(f"{kk}: {share:.4f}" for kk, share in choices["trees_evaluated"]))
         if k == 1:
             return self.tree_plan(inputs, settings, {"trees": 1, **choices})
-        layout = layout or grow_layout(vc, workload, k, block_rows, settings["max_tuples"])
+        layout = layout or grow_layout(vc, workload, k, block_rows, settings["max_tuples"], progress=show_progress())
         grown, blocks, truncated = layout
         share = rows_read_share(vc, workload, grown.trees, blocks)
         choices.update({"trees": k, "threshold_sampled_rows": grown.threshold, "k_tuples": grown.n_tuples,
@@ -91,15 +90,6 @@ class Pando(TreeOptimizer):
         rule = tuple_blocks(layout, sort_columns(inputs.table, inputs.workload, settings["sort_column"],
                                                  settings["leaf_order"]), workload)
         return new_plan(self, inputs, settings, rule, (blocks.block_rows * sample.scale).tolist(), choices)
-
-
-def grow_layout(vc, workload, k: int, block_rows: int, max_tuples: int):
-    """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs."""
-    from layout_core.algorithms.pando import bottom_up_blocks, grow_within_bound, truncate
-
-    grown = grow_within_bound(vc, workload, k, block_rows, max_tuples, progress=show_progress())
-    blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows, progress=show_progress())
-    return grown, blocks, truncate(grown.trees, blocks)
 
 
 def tuple_blocks(layout, order: tuple[str, ...], workload) -> TupleBlocks:
@@ -134,88 +124,3 @@ def place_unseen_cells(rule: TupleBlocks, expected_block_rows, tuples, rows) -> 
     cell, block = cell_block_pairs(rule.cell_first_block, rule.cell_n_blocks)
     planned = reads_per_block(admitted_tuples(admissions, rule.cells), cell, block, len(expected_block_rows))
     return place_cells(admitted_tuples(admissions, tuples), rows, planned, expected_block_rows, rule.query_weights)
-
-
-def rows_read_share(vc, workload, trees, blocks) -> float:
-    """The estimated share of the table's rows a training query reads (weighted mean)."""
-    from layout_core.algorithms.pando import estimated_rows_read
-
-    total = float(vc.counts.sum())
-    if total == 0 or workload.n_queries == 0:
-        return 0.0
-    reads = estimated_rows_read(vc, workload, trees, blocks)
-    return float(reads @ workload.weights / workload.weights.sum() / total)
-
-
-def mto_as_cells(vc, workload, block_rows: int):
-    """mto's tree and its leaf blocks as a one-tree Pando layout, to compare k = 1 with the others."""
-    from layout_core.algorithms.pando import PandoBlocks
-    from layout_core.algorithms.qdtree import greedy_tree, leaf_blocks, leaves
-
-    root = greedy_tree(vc, workload, block_rows, objective="router")
-    by_id = sorted(leaves(root), key=lambda leaf: leaf.leaf_id)
-    split = leaf_blocks(root, block_rows)
-    rows = np.array([leaf.rows for leaf in by_id], dtype=np.int64)
-    sizes = np.concatenate([np.full(n, r // n) + (np.arange(n) < r % n) for r, n in zip(rows, split.n_blocks)])
-    held = rows > 0
-    blocks = PandoBlocks(np.flatnonzero(held)[:, None], split.first_block[held], split.n_blocks[held], rows[held],
-                         sizes)
-    return (root,), blocks
-
-
-def held_out_halves(workload):
-    """The training references split in two `Workload`s to fit on one and
-    measure on the other, or None with fewer than two distinct references
-    (or a half whose queries all weigh 0).
-
-    Distinct (implies, disjoint) rows, in the order they first appear, go
-    alternately to the halves; identical rows (two references of one query
-    with the same predicate, a query run twice) stay in one half, so the
-    other half measures queries the layout was not fitted to."""
-    from layout_core.algorithms.qdtree import Workload
-
-    rows = np.concatenate([workload.implies, workload.disjoint], axis=1)
-    _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    if first.size < 2:
-        return None
-    half_of_group = np.empty(first.size, dtype=np.int64)
-    half_of_group[np.argsort(first)] = np.arange(first.size) % 2  # by first appearance
-    half = half_of_group[group.reshape(-1)]
-    halves = tuple(Workload(workload.implies[half == h], workload.disjoint[half == h], workload.weights[half == h])
-                   for h in (0, 1))
-    return None if any(h.weights.sum() == 0 for h in halves) else halves
-
-
-def choose_k(vc, workload, block_rows: int, max_tuples: int) -> tuple[int, list[list], str, tuple | None]:
-    """Pando §6.3, "evaluate for increasing k until the performance flattens",
-    on queries the layout was not fitted to: for k = 1..4, the layout fitted
-    to one half of the training references (`held_out_halves`) is measured
-    by the estimated share of rows the other half reads, both ways round,
-    and the smallest k within AUTO_TOLERANCE of the best mean is kept.
-    Measured on the queries it was fitted to, a larger k usually looks
-    better: more trees fit the training literals more closely, while new
-    literals of the same templates may read more (B1, README "Pando in
-    B1"). Without two distinct references the training queries measure.
-
-    Returns k, the figures [[k, share], ...], what measured them, and the
-    chosen k's `grow_layout` on the whole workload (None for k = 1: mto's plan)."""
-    halves = held_out_halves(workload)
-    folds = [(workload, workload)] if halves is None else [halves, halves[::-1]]
-    figures, grown_on_all = [], {}
-    for k in AUTO_TREES:
-        shares = []
-        for fit_on, measure_on in folds:
-            if k == 1:
-                trees, blocks = mto_as_cells(vc, fit_on, block_rows)
-            else:
-                layout = grow_layout(vc, fit_on, k, block_rows, max_tuples)
-                if fit_on is workload:  # no halves: this is the layout to keep
-                    grown_on_all[k] = layout
-                trees, blocks = layout[0].trees, layout[1]
-            shares.append(rows_read_share(vc, measure_on, trees, blocks))
-        figures.append([k, round(float(np.mean(shares)), 6)])
-    best = min(share for _, share in figures)
-    chosen = next(k for k, share in figures if share <= best * (1 + AUTO_TOLERANCE))
-    layout = None if chosen == 1 else (grown_on_all.get(chosen)
-                                       or grow_layout(vc, workload, chosen, block_rows, max_tuples))
-    return chosen, figures, "training queries" if halves is None else "held-out queries", layout

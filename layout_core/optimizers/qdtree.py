@@ -49,7 +49,7 @@ class TreeOptimizer(Optimizer):
 
     def tree_plan(self, inputs, settings, choices=None):
         """The greedy tree's plan (also Pando's with one tree)."""
-        from layout_core.algorithms.fineblock import VectorCounts
+        from layout_core.algorithms.types import VectorCounts
         from layout_core.algorithms.qdtree import greedy_tree, leaf_blocks, leaves, tree_to_json
 
         block_rows = settings["block_rows"]

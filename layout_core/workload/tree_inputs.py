@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from layout_core.algorithms.qdtree import Workload
+from layout_core.algorithms.types import Workload
 from layout_core.predicates import (
     Between, Compare, InList, JoinInduced, Opaque, Or, Predicate, atoms, conjuncts, disjoint,
     implies, to_sql,

@@ -214,7 +214,7 @@ def partition_rewards(tree: OldTree, reads_per_block: dict[int, int], references
     window's cuts), counts: their sampled rows, rows: the partition's rows;
     reads_per_block: per block id, how many references of the window read it;
     block_sizes: per block id, its rows (blocks of 0 rows cost nothing)."""
-    from layout_core.algorithms.fineblock import VectorCounts, unpack_bit_strings
+    from layout_core.algorithms.types import VectorCounts, unpack_bit_strings
 
     m = workload.m
     blocks_of_key = np.array([int(k.split("|", 1)[0]) for k in keys], dtype=np.int64)

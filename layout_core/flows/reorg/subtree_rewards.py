@@ -51,10 +51,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layout_core.algorithms.fineblock import VectorCounts
+from layout_core.algorithms.types import VectorCounts
 from layout_core.algorithms.qdtree import (
-    Node, Workload, _router_skip, breadth_first, greedy_tree, leaf_blocks, leaves, route_vectors,
+    Node, breadth_first, greedy_tree, leaf_blocks, leaves, route_vectors, router_skips,
 )
+from layout_core.algorithms.types import Workload
 
 __all__ = ["OldSubtrees", "old_subtrees", "SubtreeBenefits", "min_leaf_rows"]
 
@@ -257,7 +258,7 @@ def _leaf_costs(vc: VectorCounts, root: Node, workload: Workload, block_rows: in
     row_running = np.concatenate(([0], np.cumsum(counts)))
     rows = row_running[bounds[1:]] - row_running[bounds[:-1]]
     n_blocks[rows == 0] = 0  # leaf_blocks gives an empty leaf a block to route unseen rows to; it holds none
-    skip = _router_skip(workload.implies.astype(np.float64), workload.disjoint.astype(np.float64),
+    skip = router_skips(workload.implies.astype(np.float64), workload.disjoint.astype(np.float64),
                         bit_rows > 0, bit_rows == rows[:, None])  # (leaves, Q)
     read_weight = (~skip).astype(np.float64) @ workload.weights  # (leaves,) Σ_q w_q read(q, leaf)
     ids = np.array([leaf.leaf_id for leaf in by_id], dtype=np.int64)
