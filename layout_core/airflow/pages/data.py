@@ -28,12 +28,12 @@ from layout_core.flows.names import (
     REORG_PLANNED,
     REORG_STEPS,
     RUNS_FOLDER,
+    UNPARTITIONED,
     staging_name,
 )
 
 log = logging.getLogger("layout.airflow_plugin")
 
-UNPARTITIONED = "_all"  # the partition folder of an unpartitioned table (RunPaths.staging)
 PLAN_FILE = "plan.json"  # nightly.steps.PLAN_FILE: the plan of a run whose version the catalog lacks
 RECENT_QUERIES = 20  # queries listed on the skipping page (the most recent)
 PG_CONNECT_TIMEOUT_S = 5
