@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from layout_core.base.errors import UserError
-from layout_core.base.names import MAX_BLOCK_ROWS
+from layout_core.base.names import BLOCK_ID_COLUMN, MAX_BLOCK_ROWS
 
 MAX_NAME_CHARS = 128  # identifiers, partition values (a folder name is at most 255 bytes)
 MAX_RUN_ID_CHARS = 250
@@ -74,7 +74,7 @@ def identifier(name: str, what: str) -> str:
 
 def table_of(schema, name: str):
     """The schema's table called `name`; the error lists the tables there are."""
-    from layout_core.base.schema import SchemaError
+    from layout_core.base.schema import SchemaError  # base.schema needs yaml: the DAG files import this module
 
     try:
         return schema.table(name)
@@ -95,7 +95,6 @@ def column_of(table, name: str, what: str) -> str:
 def partition_column(table, name: str) -> str:
     """The name of the partition folders' key (`dt` in `dt=1995-01/`): Spark's partition
     discovery adds it as a column, so it must not be a column of the table already."""
-    from layout_core.base.names import BLOCK_ID_COLUMN
 
     identifier(name, "--partition-column")
     taken = {c.lower() for c in table.column_names} | {BLOCK_ID_COLUMN}

@@ -66,9 +66,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from layout_core.catalog import Catalog, CatalogError, TableInfo, VersionInfo
+from layout_core.base.config import load_settings
 from layout_core.base.errors import UserError
 from layout_core.base.names import RUNS_FOLDER, UNPARTITIONED, staging_name
+from layout_core.catalog import Catalog, CatalogError, TableInfo, VersionInfo
 from layout_core.flows.names import GC_FOLDER
 from layout_core.flows.names import gc_report_path as report_path  # noqa: F401 - the DAG and tests use it
 
@@ -507,7 +508,6 @@ def _log_report(report: GarbageReport) -> None:
 def run_gc(older_than: str, dry_run: bool = False, catalog_url: str | None = None,
            warehouse: str | None = None) -> GarbageReport:
     """Garbage collection with the usual settings (flags, LAYOUT_* variables, layout.yaml)."""
-    from layout_core.base.config import load_settings
 
     grace = parse_duration(older_than)
     settings = load_settings(catalog_url=catalog_url, warehouse=warehouse)

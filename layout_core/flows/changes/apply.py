@@ -31,26 +31,35 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+from pyroaring import BitMap64
+from pyspark.errors import AnalysisException
+from pyspark.sql import Window
+from pyspark.sql import functions as F
 
+from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
+from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import BlockRecord, Catalog, CatalogError, CutUpdate
+from layout_core.flows.changes.repair import candidate_blocks, key_filtered, keys_frame, repair_cuts
 from layout_core.flows.names import CHANGES_STEPS
+from layout_core.flows.reorg.shift import tree_from_records
+from layout_core.predicates import loads, value_from_json
 from layout_core.runs.artifacts import VerifiedBlocks, WrittenBlocks, read_step_artifact, write_artifact
 from layout_core.runs.flow import Flow, RunContext, Step, run_steps
 from layout_core.runs.paths import RunPaths, StepError, record_metrics
 from layout_core.runs.publish import block_record, publish
 from layout_core.runs.sources import active_sources, source_frames
 from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks
-from layout_core.predicates import loads, value_from_json
-from layout_core.base.schema import Schema, TableSchema
 from layout_core.skipping.rangesets import merge_column_stats
 from layout_core.skipping.router import cut_is_current
-from layout_core.flows.changes.repair import candidate_blocks, repair_cuts
+from layout_core.spark.assign import leaf_column
+from layout_core.spark.blocks import cut_flag_columns, summarize_blocks, with_bit_vector, write_block_folders
 
 log = logging.getLogger("layout.changes")
 
@@ -152,8 +161,6 @@ def read_batch(spark, table: TableSchema, inserted: str | None, deleted: str | N
 
 def _cast(frame, table: TableSchema, columns, source: str):
     """`columns` of `frame` in the schema's types; a column that cannot be is a clear error."""
-    from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
 
     found = dict(frame.dtypes)
     try:
@@ -167,9 +174,7 @@ def _cast(frame, table: TableSchema, columns, source: str):
 def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inserted: str | None,
                   deleted: str | None) -> dict:
     """Check the batch, find the rows to delete, route the new rows, repair other tables' cuts."""
-    from pyspark.sql import functions as F
 
-    from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
 
     t0 = time.monotonic()
     table = schema.table(paths.table)
@@ -253,7 +258,6 @@ def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inse
 
 
 def _check_keys(rows, keys, pk: list[str], inserted: str | None) -> None:
-    from pyspark.sql import functions as F
 
     null_key = F.lit(False)
     for c in pk:
@@ -268,9 +272,7 @@ def _check_keys(rows, keys, pk: list[str], inserted: str | None) -> None:
 def _rows_with_keys(spark, layout, location: str, table: TableSchema, wanted):
     """The base version's rows (with their block id) whose primary key is in `wanted`,
     read from the blocks whose statistics may hold the keys' first column."""
-    from pyspark.sql import functions as F
 
-    from layout_core.base.names import BLOCK_ID_COLUMN
 
     pk = list(table.primary_key)
     first = pk[0]
@@ -293,12 +295,7 @@ def _route_new_rows(spark, rows, layout, table: TableSchema, snapshot, schema: S
     """New rows with their bit string and target block (`TARGET`); the leaves of the new
     blocks; this table's cut positions to mark stale; rows with a dangling foreign key.
     `folder` keeps the literal keys as Parquet for the join that gives join-induced bits."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import Window
 
-    from layout_core.spark.assign import leaf_column
-    from layout_core.base.names import VECTOR_COLUMN
-    from layout_core.spark.blocks import cut_flag_columns, with_bit_vector
 
     active = snapshot.active_versions()
     flagged, stale, dangling = rows, [], 0
@@ -368,9 +365,7 @@ def _route_new_rows(spark, rows, layout, table: TableSchema, snapshot, schema: S
 
 def _membership_frame(spark, folder: Path, key_sets):
     """A frame of every key in some key sets (`_key`) with one boolean column per set."""
-    from pyroaring import BitMap64
 
-    from layout_core.flows.changes.repair import keys_frame
 
     union = BitMap64()
     for _, keys in key_sets:
@@ -382,9 +377,7 @@ def _membership_frame(spark, folder: Path, key_sets):
 
 def _dangling(spark, rows, hop, snapshot, schema: Schema, scratch: Path) -> int:
     """How many of `rows` have a non-NULL foreign key (of `hop`) that no parent row holds."""
-    from pyspark.sql import functions as F
 
-    from layout_core.flows.changes.repair import key_filtered
 
     fks = rows.where(F.col(hop.child_column).isNotNull()).select(F.col(hop.child_column).cast("long").alias("_fk"))
     values = sorted({int(r[0]) for r in fks.distinct().collect()})
@@ -393,7 +386,6 @@ def _dangling(spark, rows, hop, snapshot, schema: Schema, scratch: Path) -> int:
     layouts = snapshot.layouts_of(hop.parent_table)
     if not layouts or values[0] < 0:
         return fks.count()  # nothing to prove the parents exist with
-    from pyroaring import BitMap64
 
     parents = key_filtered(spark, schema, layouts, snapshot, hop.parent_column, BitMap64(values), scratch)
     present = set() if parents is None else {int(r[0]) for r in parents.select(hop.parent_column).collect()}
@@ -405,7 +397,6 @@ def _dangling(spark, rows, hop, snapshot, schema: Schema, scratch: Path) -> int:
 
 def _roots(layout):
     """The layout's trees as optimizer nodes (tree 0, 1, ...); () without trees."""
-    from layout_core.flows.reorg.shift import tree_from_records
 
     trees = sorted({n.tree for n in layout.trees})
     return [tree_from_records([n for n in layout.trees if n.tree == t])[0] for t in trees]
@@ -440,9 +431,7 @@ def _new_block_ids(staged: StagedChanges, first: int) -> tuple[dict[int, int], i
 
 def _inserted_in_new_blocks(spark, paths: RunPaths, staged: StagedChanges, first: int):
     """The staged new rows with the new version's block id of each."""
-    from pyspark.sql import functions as F
 
-    from layout_core.base.names import BLOCK_ID_COLUMN
 
     renamed, first_new = _new_block_ids(staged, first)
     mapping = spark.createDataFrame([(old, new) for old, new in renamed.items()] or [(-1, -1)],
@@ -456,10 +445,7 @@ def _inserted_in_new_blocks(spark, paths: RunPaths, staged: StagedChanges, first
 
 def write_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dict:
     """Reserve block ids and write a new folder for every block the batch changes."""
-    from pyspark.sql import functions as F
 
-    from layout_core.base.names import BLOCK_ID_COLUMN
-    from layout_core.spark.blocks import write_block_folders
 
     t0 = time.monotonic()
     staged = read_step_artifact(paths, StagedChanges, "write_changes")
@@ -521,7 +507,6 @@ def write_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> d
 def _link_files(source: Path, target: Path) -> int:
     """The base block's Parquet files in the new block's folder: hard links (copies where
     the file system has none); the base block's folder is never changed, since it still serves."""
-    import shutil
 
     n = 0
     for f in sorted(source.glob("*.parquet")):
@@ -553,10 +538,7 @@ def verify_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> 
 
 def activate_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, range_sets: int) -> dict:
     """The new version and the repaired cuts of other tables, in one transaction, while the base serves."""
-    from pyspark.sql import functions as F
 
-    from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
-    from layout_core.spark.blocks import cut_flag_columns, summarize_blocks
 
     t0 = time.monotonic()
     staged = read_step_artifact(paths, StagedChanges, "activate_changes")

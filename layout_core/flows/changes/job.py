@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from layout_core.base import params
 from layout_core.flows.changes.apply import CHANGES
 from layout_core.flows.names import CHANGES_STEPS
 from layout_core.runs.job import run_job
@@ -38,7 +39,6 @@ def add_batch_arguments(p: argparse.ArgumentParser) -> None:
 
 def checked_batch(args, settings, schema):
     """The batch's table, its arguments validated (layout_core.base.params) before any work."""
-    from layout_core.base import params
 
     roots = settings.allowed_roots
     table = params.table_of(schema, args.table)

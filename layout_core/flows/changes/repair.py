@@ -28,18 +28,23 @@ non-negative integers (Roaring bitmaps); anything else is refused as well.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyroaring import BitMap64
+from pyspark.sql import functions as F
 
+from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import ActiveLayout, CatalogSnapshot
 from layout_core.predicates import Between, Column, JoinInduced, dumps, in_list, loads, to_sql
-from layout_core.base.schema import Schema, TableSchema
 from layout_core.skipping.router import column_stats, cut_is_current
 from layout_core.skipping.zonemaps import ZoneMaps, might_match_blocks
+from layout_core.spark.induced import with_induced_flags
 
 log = logging.getLogger("layout.changes")
 
@@ -190,7 +195,6 @@ def _flags_of_rows(rows, table: str, cuts: Mapping[str, JoinInduced], frames, st
     the source the predicate itself; below it, the row's foreign key among the `stored`
     keys of the path's prefix (`stored_path_keys`), or else the rows joined down the path
     in Spark (`frames(tables)`, the tables below)."""
-    from layout_core.spark.induced import with_induced_flags
 
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool))
     if rows is None or not cuts:
@@ -289,7 +293,6 @@ def key_filtered(spark, schema: Schema, layouts: Sequence[ActiveLayout], snapsho
                  keys: BitMap64, scratch: Path):
     """The rows of some layouts of one table whose `column` holds one of `keys` (None: no block may);
     many keys are joined as a Parquet file written to `scratch`."""
-    from pyspark.sql import functions as F
 
     table = schema.table(layouts[0].version.table)
     paths = [b.path for layout in layouts for b in candidate_blocks(layout, table.column(column), keys)]
@@ -306,10 +309,7 @@ def key_filtered(spark, schema: Schema, layouts: Sequence[ActiveLayout], snapsho
 def keys_frame(spark, scratch: Path, values: np.ndarray, flags: Mapping[str, np.ndarray] | None = None):
     """A frame of `values` (`_key`) and optional boolean columns, written with pyarrow into a new
     file under `scratch` and read back: fast for millions of keys, unlike a Python list."""
-    import uuid
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
     scratch.mkdir(parents=True, exist_ok=True)
     path = scratch / f"keys-{uuid.uuid4().hex}.parquet"

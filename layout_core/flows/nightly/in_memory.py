@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from layout_core.optimizers import (
-    CandidateCut, LayoutPlan, TableQueries, get_optimizer, plan_layout,
-)
 from layout_core.base.schema import TableSchema
+from layout_core.optimizers import CandidateCut, LayoutPlan, TableQueries, get_optimizer, plan_layout
+from layout_core.spark.assign import with_plan_blocks
+from layout_core.spark.featurize import usable_cuts, vector_sample, with_vectors
 
 
 @dataclass
@@ -34,8 +34,6 @@ def lay_out_in_memory(table: TableSchema, rows, frames: Mapping[str, Any], optim
                       settings: Mapping[str, Any], queries: TableQueries) -> TableLayout:
     """`rows` (a DataFrame of the table) laid out by `optimizer`; `frames` holds the
     data of the tables join-induced cuts start from. The result is cached."""
-    from layout_core.spark.assign import with_plan_blocks
-    from layout_core.spark.featurize import usable_cuts, vector_sample, with_vectors
 
     seconds = {}
     started = time.monotonic()

@@ -10,8 +10,10 @@ import argparse
 import json
 from pathlib import Path
 
+from layout_core.base import params
 from layout_core.flows.nightly import steps
 from layout_core.flows.nightly.steps import NIGHTLY
+from layout_core.optimizers import optimizer_settings as checked_settings
 from layout_core.runs.job import run_job
 from layout_core.runs.paths import RunPaths, StepError
 
@@ -56,8 +58,6 @@ def _settings(text: str, block_rows: int | None) -> dict:
 def checked_run(step: str, args, settings, schema) -> tuple:
     """(table, optimizer settings or None): every argument of the step validated
     (layout_core.base.params) before a SparkSession starts or the catalog is opened."""
-    from layout_core.base import params
-    from layout_core.optimizers import optimizer_settings as checked_settings
 
     roots = settings.allowed_roots
     table = params.table_of(schema, args.table)

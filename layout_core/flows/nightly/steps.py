@@ -28,20 +28,38 @@ import logging
 import time
 from typing import Any, Mapping
 
+from pyspark.sql import functions as F
+
+from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN, VECTOR_COLUMN
+from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import Catalog, CatalogError
-from layout_core.optimizers import PlanError
+from layout_core.flows.names import NIGHTLY_STEPS
+from layout_core.flows.nightly.artifacts import CutEntry, Features, IngestSummary, Vectors
+from layout_core.optimizers import (
+    CandidateCut,
+    LayoutPlan,
+    PlanError,
+    PlanWorkload,
+    TableQueries,
+    VectorSample,
+    get_optimizer,
+    plan_layout,
+)
+from layout_core.optimizers.base import schema_fingerprint
 from layout_core.optimizers.plan import TreeBlocks, as_lists
 from layout_core.predicates import dumps, loads
-from layout_core.base.schema import Schema, TableSchema
-from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
-from layout_core.flows.nightly.artifacts import CutEntry, Features, IngestSummary, Vectors
 from layout_core.runs.artifacts import VerifiedBlocks, WrittenBlocks, read_step_artifact, write_artifact
-from layout_core.flows.names import NIGHTLY_STEPS
 from layout_core.runs.flow import Flow, RunContext, Step, run_steps
 from layout_core.runs.paths import RunPaths, StepError, record_metrics, write_json
-from layout_core.runs.sources import active_sources, frames_of_versions, source_frames
 from layout_core.runs.publish import block_record, cut_records, keys_file, publish, tree_records
+from layout_core.runs.sources import active_sources, frames_of_versions, source_frames
 from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks, written_frame
+from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
+from layout_core.spark.assign import block_lineage, with_plan_blocks
+from layout_core.spark.blocks import summarize_blocks, with_bit_vector, write_block_folders
+from layout_core.spark.featurize import path_tables, usable_cuts, vector_sample, with_vectors
+from layout_core.spark.induced import literal_keys, with_layout_cut_flags
+from layout_core.workload.analyze import analyze_file
 
 log = logging.getLogger("layout.pipeline")
 
@@ -56,7 +74,6 @@ def ingest(spark, paths: RunPaths, table: TableSchema, source: str, catalog: Cat
            date_column: str | None = None, start: str | None = None, end: str | None = None,
            partition_column: str = "dt") -> dict:
     """Copy one batch (a Parquet path, optionally a [start, end) date range) into staging."""
-    from pyspark.sql import functions as F
 
     t0 = time.monotonic()
     df = spark.read.parquet(source)
@@ -90,7 +107,6 @@ def ingest(spark, paths: RunPaths, table: TableSchema, source: str, catalog: Cat
 
 def _read_log(query_log: str | None, schema: Schema):
     """The analyzed query log (None without one); statements that fail are logged and skipped."""
-    from layout_core.workload.analyze import analyze_file
 
     if not query_log:
         return None
@@ -117,11 +133,6 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
     Join-induced cuts (mto) get bits computed exactly from the active layouts
     of the dimension tables on their paths; their literal keys are kept as
     Roaring bitmaps."""
-    from layout_core.optimizers import TableQueries, get_optimizer
-    from layout_core.optimizers.base import schema_fingerprint
-    from layout_core.base.names import VECTOR_COLUMN
-    from layout_core.spark.featurize import path_tables, usable_cuts, with_vectors
-    from layout_core.spark.induced import literal_keys
 
     t0 = time.monotonic()
     table = schema.table(paths.table)
@@ -175,7 +186,6 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
 
 def _features(paths: RunPaths, table: TableSchema, step: str) -> Features:
     """features.json, refused when the table's schema changed since featurize ran."""
-    from layout_core.optimizers.base import schema_fingerprint
 
     features = read_step_artifact(paths, Features, step)
     if features.table != table.name or features.schema_fingerprint != schema_fingerprint(table):
@@ -190,8 +200,6 @@ def _features(paths: RunPaths, table: TableSchema, step: str) -> Features:
 def reduce_vectors(spark, paths: RunPaths, table: TableSchema) -> dict:
     """(vector, count) pairs of the partition, or of a row-hash sample of about
     `sample_rows` rows when the optimizer builds its plan on a sample."""
-    from layout_core.base.names import VECTOR_COLUMN
-    from layout_core.spark.featurize import vector_sample
 
     t0 = time.monotonic()
     features = _features(paths, table, "reduce")
@@ -211,7 +219,6 @@ def reduce_vectors(spark, paths: RunPaths, table: TableSchema) -> dict:
 
 def plan_inputs(features: Features, vectors: Vectors):
     """(vector sample, candidate cuts, workload) of the plan, from the artifacts."""
-    from layout_core.optimizers import CandidateCut, PlanWorkload, VectorSample
 
     cuts = [CandidateCut(loads(c.predicate), c.kind, c.support) for c in features.cuts]
     return (VectorSample(vectors.keys, list(vectors.counts), vectors.rows), cuts,
@@ -220,7 +227,6 @@ def plan_inputs(features: Features, vectors: Vectors):
 
 def optimize(paths: RunPaths, table: TableSchema) -> dict:
     """The layout plan: which rows go to which block (`optimizers.plan_layout`)."""
-    from layout_core.optimizers import plan_layout
 
     t0 = time.monotonic()
     features = _features(paths, table, "optimize")
@@ -240,7 +246,6 @@ def optimize(paths: RunPaths, table: TableSchema) -> dict:
 
 
 def read_plan(paths: RunPaths, step: str):
-    from layout_core.optimizers import LayoutPlan
 
     path = paths.file(PLAN_FILE)
     if not path.exists():
@@ -258,12 +263,7 @@ def read_plan(paths: RunPaths, step: str):
 def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
                  partition_column: str = "dt") -> dict:
     """Reserve block ids (one catalog version per run id) and write the block folders."""
-    from pyspark.sql import functions as F
 
-    from layout_core.base.names import BLOCK_INDEX_COLUMN
-    from layout_core.spark.assign import with_plan_blocks
-    from layout_core.base.names import BLOCK_ID_COLUMN
-    from layout_core.spark.blocks import write_block_folders
 
     t0 = time.monotonic()
     plan = read_plan(paths, "write_blocks")
@@ -325,10 +325,6 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     """Cuts (with literal keys), the plan and its tree, per-block stats (range
     sets of at most `range_sets` ranges per column), cut bit vectors and
     lineage, then activate (retiring the old version)."""
-    from layout_core.spark.assign import block_lineage
-    from layout_core.base.names import BLOCK_ID_COLUMN
-    from layout_core.spark.blocks import summarize_blocks, with_bit_vector
-    from layout_core.spark.induced import with_layout_cut_flags
 
     t0 = time.monotonic()
     written, verified = verified_version(paths, WrittenBlocks, VerifiedBlocks, "update_catalog")

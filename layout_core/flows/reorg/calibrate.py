@@ -41,7 +41,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import functions as F
+
+from layout_core.base.config import load_settings
 from layout_core.base.errors import UserError
+from layout_core.base.names import BLOCK_ID_COLUMN
+from layout_core.catalog import Catalog
+from layout_core.spark.blocks import write_block_folders
+from layout_core.spark.session import local_session
 
 CALIBRATE_FOLDER = "_calibrate"  # under the warehouse: <warehouse>/_calibrate/<uuid>
 
@@ -121,9 +128,7 @@ def calibration_frame(spark, block_rows: int, blocks: int):
     """`blocks` * `block_rows` lineitem-like rows with a block id column: block b
     holds rows b * block_rows .. (b + 1) * block_rows - 1. Deterministic, no UDFs:
     each column is a hash of the row number and a seed, mapped onto its domain."""
-    from pyspark.sql import functions as F
 
-    from layout_core.base.names import BLOCK_ID_COLUMN
 
     def draw(seed: int, n: int):
         """A pseudo-random whole number 0..n-1 per row."""
@@ -166,7 +171,6 @@ def calibration_frame(spark, block_rows: int, blocks: int):
 
 def _write_blocks(df, data_columns: list[str], folder: Path) -> list[Path]:
     """Write the blocks as the pipeline does; returns the block folders."""
-    from layout_core.spark.blocks import write_block_folders
 
     written = write_block_folders(df, data_columns, folder / "blocks", folder / "staging")
     return [path for path, _ in written.values()]
@@ -174,7 +178,6 @@ def _write_blocks(df, data_columns: list[str], folder: Path) -> list[Path]:
 
 def _read_blocks(spark, folders: list[Path], data_columns: list[str]) -> int:
     """Read the blocks fully, as a query scans a layout; returns the rows read."""
-    from pyspark.sql import functions as F
 
     base = folders[0].parent
     scan = spark.read.option("basePath", str(base)).parquet(*(str(f) for f in folders))
@@ -219,7 +222,6 @@ def calibrate(spark, location: str | Path, block_rows: int = 50_000, blocks: int
     df = None
     try:
         location.mkdir(parents=True, exist_ok=True)
-        from layout_core.base.names import BLOCK_ID_COLUMN
 
         df = calibration_frame(spark, block_rows, blocks).cache()
         if df.count() != rows:  # materialize the cache: generating rows is not writing them
@@ -265,9 +267,6 @@ def _number(value: float) -> str:
 
 
 def cmd_calibrate(args) -> int:
-    from layout_core.catalog import Catalog
-    from layout_core.base.config import load_settings
-    from layout_core.spark.session import local_session
 
     check_arguments(args.block_rows, args.blocks, args.rounds)
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)

@@ -15,9 +15,15 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from layout_core.base import params
+from layout_core.base.config import load_settings
+from layout_core.base.errors import UserError
+from layout_core.base.schema import load_schema
+from layout_core.catalog import Catalog
 from layout_core.flows.names import MONITOR_REPORT_VERSION as REPORT_VERSION
 from layout_core.flows.names import monitor_report_path as report_path  # noqa: F401 - the DAG and tests use it
-from layout_core.flows.reorg.shift import ShiftReport, ShiftSettings, measure_shift
+from layout_core.flows.reorg.shift import ShiftReport, ShiftSettings, default_w, measure_shift
+from layout_core.spark.session import job_session
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +98,6 @@ def _optional_float(text: str) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from layout_core.base import params
-    from layout_core.catalog import Catalog
-    from layout_core.base.errors import UserError
-    from layout_core.base.config import load_settings
-    from layout_core.base.schema import load_schema
-    from layout_core.spark.session import job_session
-    from layout_core.flows.reorg.shift import default_w
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,

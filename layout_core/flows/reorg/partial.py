@@ -38,23 +38,28 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+from pyspark.sql import functions as F
 
+from layout_core.algorithms.qdtree import Node, breadth_first, leaf_blocks, leaves, tree_from_json, tree_to_json
+from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN
+from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import BlockRecord, Catalog, CatalogError
-from layout_core.algorithms.qdtree import (
-    Node, breadth_first, leaf_blocks, leaves, tree_from_json, tree_to_json,
-)
-from layout_core.optimizers import CandidateCut
 from layout_core.flows.names import REORG_PLANNED, REORG_STEPS
 from layout_core.flows.nightly.artifacts import CutEntry
+from layout_core.flows.reorg.shift import PartitionModel, ShiftSettings, default_w, measure_shift, old_tree
+from layout_core.optimizers import CandidateCut
+from layout_core.optimizers.base import sort_columns
+from layout_core.predicates import dumps, loads
 from layout_core.runs.artifacts import VerifiedBlocks, WrittenBlocks, read_step_artifact, write_artifact
 from layout_core.runs.flow import Flow, RunContext, Step
 from layout_core.runs.paths import RunPaths, StepError, read_metrics, record_metrics, write_json
 from layout_core.runs.publish import block_record, cut_records, keys_file, node_records, publish
 from layout_core.runs.sources import frames_of_versions
 from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks, written_frame
-from layout_core.predicates import dumps, loads
-from layout_core.base.schema import Schema, TableSchema
-from layout_core.flows.reorg.shift import PartitionModel, ShiftSettings, default_w, measure_shift
+from layout_core.spark.assign import group_ranges, leaf_column, tie_order
+from layout_core.spark.blocks import summarize_blocks, with_bit_vector, write_block_folders
+from layout_core.spark.featurize import path_tables, with_vectors
+from layout_core.spark.induced import literal_keys, with_layout_cut_flags
 
 log = logging.getLogger("layout.reorg")
 
@@ -133,7 +138,6 @@ def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Sc
                settings: ShiftSettings) -> dict:
     """Choose the subtrees and grow their new trees; nothing is written but the plan.
     A retry of the same run keeps the first attempt's plan (its block ids are reserved by it)."""
-    from layout_core.spark.induced import literal_keys
 
     t0 = time.monotonic()
     marker = _planned_marker(warehouse, table, run_id)
@@ -170,7 +174,6 @@ def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Sc
 
 
 def _partition_plan(table: TableSchema, shift, model: PartitionModel) -> ReorgPlan:
-    from layout_core.optimizers.base import sort_columns
 
     benefits = model.benefits
     scale = benefits.scale
@@ -203,7 +206,6 @@ def _partition_plan(table: TableSchema, shift, model: PartitionModel) -> ReorgPl
 
 def _source_versions(cut, model: PartitionModel) -> tuple[tuple[str, int], ...]:
     """The dimension versions a join-induced cut's bits come from (the active ones when measured)."""
-    from layout_core.spark.featurize import path_tables
 
     return tuple(sorted((t, int(v)) for t in path_tables(cut) for v in model.source_versions.get(t, ())))
 
@@ -223,7 +225,6 @@ def _base_layout(catalog: Catalog, plan: ReorgPlan):
 
 def _moved_blocks(layout, plan: ReorgPlan) -> dict[int, int]:
     """Base block id -> index of the chosen subtree that holds it (blocks with rows only)."""
-    from layout_core.flows.reorg.shift import old_tree
 
     tree = old_tree(layout)
     subtree_of_leaf = {leaf: i for i, s in enumerate(plan.subtrees) for leaf in s.old_leaves}
@@ -237,13 +238,7 @@ def _dimension_frames(spark, catalog: Catalog, schema: Schema, plan: ReorgPlan) 
 
 def write_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dict:
     """Reserve block ids for the new version and write the rewritten blocks."""
-    from pyspark.sql import functions as F
 
-    from layout_core.base.names import BLOCK_INDEX_COLUMN
-    from layout_core.spark.assign import group_ranges, leaf_column, tie_order
-    from layout_core.base.names import BLOCK_ID_COLUMN
-    from layout_core.spark.blocks import write_block_folders
-    from layout_core.spark.featurize import with_vectors
 
     t0 = time.monotonic()
     plan = read_step_artifact(paths, ReorgPlan, "write_reorg")
@@ -349,9 +344,6 @@ def grafted_tree(base_root: Node, base_node_ids: tuple[int, ...], plan: ReorgPla
 def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, range_sets: int) -> dict:
     """The new version in one transaction: cuts, the kept and new blocks, the grafted tree; then
     activated, retiring the base version, only if the base version still serves the partition."""
-    from layout_core.spark.blocks import summarize_blocks, with_bit_vector
-    from layout_core.spark.induced import with_layout_cut_flags
-    from layout_core.flows.reorg.shift import old_tree
 
     t0 = time.monotonic()
     plan = read_step_artifact(paths, ReorgPlan, "activate_reorg")

@@ -28,15 +28,22 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from pyspark.sql import functions as F
 
+from layout_core.algorithms.qdtree import Node, leaves
+from layout_core.algorithms.types import VectorCounts, unpack_bit_strings
+from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
+from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import ActiveLayout, CatalogSnapshot, QueryRecord, TreeNodeRecord
 from layout_core.catalog.records import tree_roots
-from layout_core.algorithms.qdtree import Node, leaves
 from layout_core.flows.reorg.calibrate import calibrated_w
-from layout_core.base.schema import Schema, TableSchema
-from layout_core.sql.analysis import QueryAnalysis, QueryError, analyze
 from layout_core.flows.reorg.optimal_set import SubtreeShape, optimal_set
 from layout_core.flows.reorg.subtree_rewards import SubtreeBenefits
+from layout_core.optimizers import TableQueries, get_optimizer
+from layout_core.runs.sources import active_sources, source_frames
+from layout_core.skipping.router import RoutingIndex, route_query
+from layout_core.spark.featurize import path_tables, usable_cuts, vector_sample, with_vectors
+from layout_core.sql.analysis import QueryAnalysis, QueryError, analyze
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +221,6 @@ def partition_rewards(tree: OldTree, reads_per_block: dict[int, int], references
     window's cuts), counts: their sampled rows, rows: the partition's rows;
     reads_per_block: per block id, how many references of the window read it;
     block_sizes: per block id, its rows (blocks of 0 rows cost nothing)."""
-    from layout_core.algorithms.types import VectorCounts, unpack_bit_strings
 
     m = workload.m
     blocks_of_key = np.array([int(k.split("|", 1)[0]) for k in keys], dtype=np.int64)
@@ -351,7 +357,6 @@ def measure_shift(spark, catalog, schema: Schema, table: str, settings: ShiftSet
 
 def _block_reads(window: Window, snapshot: CatalogSnapshot, schema: Schema, table: str) -> dict[int, int]:
     """Per block id of the table, how many references of the window the router sends to it."""
-    from layout_core.skipping.router import RoutingIndex, route_query
 
     index = RoutingIndex.from_snapshot(snapshot)
     reads: Counter = Counter()
@@ -411,12 +416,7 @@ def _records(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: 
     from the window, keyed "<block id>|<bits>": (keys, counts, rows, cuts,
     (dimension frames, their versions), the window's PlanWorkload, the
     optimizer's resolved settings)."""
-    from pyspark.sql import functions as F
 
-    from layout_core.optimizers import TableQueries, get_optimizer
-    from layout_core.runs.sources import active_sources, source_frames
-    from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
-    from layout_core.spark.featurize import path_tables, usable_cuts, vector_sample, with_vectors
 
     chosen = get_optimizer(optimizer)
     resolved = chosen.resolve({k: v for k, v in params.items() if v is not None

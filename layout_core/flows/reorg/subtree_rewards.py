@@ -51,11 +51,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layout_core.algorithms.types import VectorCounts
 from layout_core.algorithms.qdtree import (
-    Node, breadth_first, greedy_tree, leaf_blocks, leaves, route_vectors, router_skips,
+    Node,
+    breadth_first,
+    greedy_tree,
+    leaf_blocks,
+    leaves,
+    route_vectors,
+    router_skips,
 )
-from layout_core.algorithms.types import Workload
+from layout_core.algorithms.types import VectorCounts, Workload
 
 __all__ = ["OldSubtrees", "old_subtrees", "SubtreeBenefits", "min_leaf_rows"]
 
