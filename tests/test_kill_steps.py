@@ -136,9 +136,9 @@ def nightly_jobs(conf: dict, run_id: str, first: str) -> list:
 
 
 def steps_in_order():
-    from layout_core.flows.nightly.job import STEPS
+    from layout_core.flows.names import NIGHTLY_STEPS
 
-    return STEPS
+    return NIGHTLY_STEPS
 
 
 def blocks_fingerprint(spark, catalog: Catalog, version_id: int) -> tuple[int, int]:
