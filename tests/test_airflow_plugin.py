@@ -464,7 +464,7 @@ def _reorganize(url: str, nodes=(1, 4)) -> int:
                                              {"reorganized_from": base.version.version_id,
                                               "reorganized_nodes": list(nodes)}, REORG_STAGED, 2)
         catalog.set_plan(version, {"reorganized_from": base.version.version_id, "expected_block_rows": [400.0, 250.0]})
-        catalog.set_blocks(version, [kept] + _blocks(ids, [410, 250]), shared_from=base.version.version_id)
+        catalog.set_blocks(version, [kept] + _blocks(ids, [410, 250]), replaces=base.version.version_id)
         catalog.activate(version, input_fingerprint="1000:42", replaces=base.version.version_id)
     return version
 

@@ -465,21 +465,21 @@ def test_plan_round_trips_and_is_replaced(catalog):
         catalog.set_plan(version_id, [1, 2])
 
 
-def test_activate_records_the_parent_version_and_fail_its_time(catalog):
+def test_activate_records_the_version_it_replaces_and_fail_its_time(catalog):
     v1 = active_version(catalog, "1995-01", "run-1")  # created T0, activated T0+1h
     v2 = active_version(catalog, "1995-01", "run-2")  # created T0+2h, activated T0+3h
     other = active_version(catalog, "1995-02", "run-1")
-    assert [catalog.version(v).parent_version for v in (v1, v2, other)] == [None, v1, None]
+    assert [catalog.version(v).replaces for v in (v1, v2, other)] == [None, v1, None]
     assert catalog.version(v1).retired_at == catalog.version(v2).activated_at
 
     v3, _ = catalog.begin_version("orders", "1995-01", "greedy", {}, "run-3", 1)  # T0+6h
     catalog.fail(v3, "disk full")  # T0+7h
     failed = catalog.version(v3)
-    assert (failed.parent_version, failed.failed_at) == (None, T0 + dt.timedelta(hours=7))
+    assert (failed.replaces, failed.failed_at) == (v2, T0 + dt.timedelta(hours=7))
     catalog.begin_version("orders", "1995-01", "greedy", {}, "run-3", 1)  # a retry resumes it
     assert catalog.version(v3).failed_at is None
     catalog.activate(v3)
-    assert catalog.version(v3).parent_version == v2
+    assert catalog.version(v3).replaces == v2
 
 
 def test_snapshot_and_active_layout_carry_trees(catalog):
@@ -597,7 +597,7 @@ def test_a_first_release_catalog_is_migrated_on_open(catalog_url):
 
     with Catalog(catalog_url, clock=FakeClock()) as cat:
         old = cat.active_layout("orders", "")
-        assert old.version.parent_version is None and old.version.failed_at is None
+        assert old.version.replaces is None and old.version.failed_at is None
         assert old.blocks == (BlockRecord(1, 10, 1000, "/warehouse/orders/block_id=1", {}, 10, 0),)
         assert old.trees == ()
         assert cat.plan(old.version.version_id) is None
@@ -610,7 +610,7 @@ def test_a_first_release_catalog_is_migrated_on_open(catalog_url):
         cat.set_plan(new, {"kind": "tree"})
         cat.activate(new)
         cat.record_purge(old.version.version_id, "/warehouse/orders/block_id=1", 1000)
-        assert cat.version(new).parent_version == old.version.version_id
+        assert cat.version(new).replaces == old.version.version_id
         assert cat.active_layout("orders", "").trees == tuple(sorted(
             three_node_tree(), key=lambda n: n.node_id))
 
@@ -622,7 +622,7 @@ def test_a_first_release_catalog_is_migrated_on_open(catalog_url):
     engine = sa.create_engine(catalog_url)
     columns = {c["name"] for c in sa.inspect(engine).get_columns("layout_versions")}
     engine.dispose()
-    assert {"parent_version_id", "failed_at"} <= columns
+    assert {"replaces_version_id", "failed_at"} <= columns
 
 
 # ---------------------------------------------------------------- concurrency
@@ -729,7 +729,7 @@ def test_activating_a_change_repairs_other_tables_cuts_in_the_same_transaction(c
     assert repaired.source_versions == (("region", region_v2),)
     assert set(repaired.keys()) == {1, 2, 7}
     with catalog._read() as conn:  # the building version's cut is as it was
-        from layout_core.catalog.store import cuts_t
+        from layout_core.catalog.db_tables import cuts_t
 
         row = conn.execute(sa.select(cuts_t.c.source_versions_json).where(cuts_t.c.version_id == building)).one()
     assert json.loads(row.source_versions_json) == [["region", region_v1]]

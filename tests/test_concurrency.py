@@ -209,15 +209,15 @@ def test_two_runs_started_together_one_activates_the_other_is_refused(url, tmp_p
             assert sorted([out_a, out_b]) == ["activated", "refused"], f"round {r}"
             winner, loser = (a, b) if out_a == "activated" else (b, a)
             # both began from the previous winner; the winner retired exactly it
-            assert history[winner].base_version == history[loser].base_version == serving
-            assert history[winner].parent_version == serving
+            assert history[winner].replaces == history[loser].replaces == serving
             assert history[loser].state == "failed" and history[loser].activated_at is None
             serving = winner
         print(f"\n(b) {sa.make_url(url).get_backend_name()}: {ROUNDS} rounds of two overlapping runs, "
               f"{ROUNDS} activated, {ROUNDS} refused")
         assert [v for v in history.values() if v.state == "active"] == [history[serving]]
         # every activation retired the version its run began from, never a newer one
-        assert all(v.parent_version == v.base_version for v in history.values() if v.activated_at)
+        activated = [v for v in history.values() if v.activated_at]
+        assert len({v.replaces for v in activated}) == len(activated)
 
 
 @pytest.mark.timeout(120)
@@ -250,10 +250,10 @@ def test_runs_that_may_or_may_not_overlap_never_undo_a_newer_layout(url, tmp_pat
     refused = sum(o == "refused" for outcomes in per_thread for o in outcomes)
     assert len(activated) + refused == 2 * ROUNDS + 1
     assert sum(v.state == "active" for v in history) == 1
-    assert all(v.parent_version == v.base_version for v in activated)
+    assert len({v.replaces for v in activated}) == len(activated)
     # the activations form one chain from v0: each retired the one before it
     by_time = sorted(activated, key=lambda v: (v.activated_at, v.version_id))
-    assert [v.parent_version for v in by_time] == [None] + [v.version_id for v in by_time[:-1]]
+    assert [v.replaces for v in by_time] == [None] + [v.version_id for v in by_time[:-1]]
 
 
 def test_a_retry_of_the_refused_run_is_refused_again_and_a_later_run_goes_live(url, tmp_path):
@@ -272,7 +272,7 @@ def test_a_retry_of_the_refused_run_is_refused_again_and_a_later_run_goes_live(u
             cat.activate(slow)
         later, _ = new_version(cat, "night-3", 2, folder)  # began after fast went live
         cat.activate(later)
-        assert cat.version(later).parent_version == fast
+        assert cat.version(later).replaces == fast
         assert cat.version(slow).state == "building" and cat.version(fast).state == "retired"
 
 
@@ -288,9 +288,9 @@ def test_an_unfinished_version_of_an_old_catalog_may_replace_the_version_serving
     engine.dispose()
     with Catalog(catalog_url) as cat:
         (old, building) = cat.versions("orders")
-        assert building.state == "building" and building.base_version == old.version_id
+        assert building.state == "building" and building.replaces == old.version_id
         cat.activate(building.version_id)
-        assert cat.version(building.version_id).parent_version == old.version_id
+        assert cat.version(building.version_id).replaces == old.version_id
 
 
 # ---------------------------------------------------------------------- (c)
@@ -322,7 +322,7 @@ def test_gc_keeps_a_folder_shared_with_a_version_retired_within_the_grace_period
         reorg, (new_id,) = cat.begin_version("orders", "", "handmade", {}, "reorg-1", 1)
         fresh = price_block(new_id, 2, folder)
         make_folders([fresh])
-        cat.set_blocks(reorg, [*full_blocks[:2], fresh], shared_from=full)
+        cat.set_blocks(reorg, [*full_blocks[:2], fresh], replaces=full)
         cat.activate(reorg, replaces=full)  # full retired at T0+10h
         clock.now = T0 + 20 * HOUR
         again, _ = new_version(cat, "night-2", 3, folder)
@@ -402,7 +402,7 @@ def test_gc_during_routing_never_deletes_a_folder_a_route_returned_within_the_gr
                     reorg, (new_id,) = writer.begin_version("orders", "", "handmade", {}, f"reorg-{k}", 1)
                     fresh = price_block(new_id, 2, folder)
                     make_folders([fresh])
-                    writer.set_blocks(reorg, [*blocks[:2], fresh], shared_from=full)
+                    writer.set_blocks(reorg, [*blocks[:2], fresh], replaces=full)
                     writer.activate(reorg, replaces=full)
                     time.sleep((GRACE * 1.5).total_seconds())  # `full` is now out of service for > GRACE
         finally:

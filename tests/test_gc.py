@@ -300,7 +300,7 @@ def _partial_reorganization(wh, base: int, run_id: str, kept_ids: list[int], at:
     (wh.folder(own) / "part-0.parquet").write_bytes(b"p" * 100)
     wh.staging(run_id)
     wh.catalog.set_blocks(version, [*(BlockRecord(b, 10, 100, str(wh.folder(b)), {}, 1, 0) for b in kept_ids),
-                                    BlockRecord(own, 10, 100, str(wh.folder(own)), {}, 1, 0)], shared_from=base)
+                                    BlockRecord(own, 10, 100, str(wh.folder(own)), {}, 1, 0)], replaces=base)
     return version
 
 

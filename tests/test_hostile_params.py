@@ -449,7 +449,7 @@ def _run_cli(argv: list[str], env: dict) -> str:
 
 
 def test_a_catalog_password_appears_in_no_output(tmp_path):
-    from layout_core.catalog.store import CatalogUnreachable
+    from layout_core.catalog import CatalogUnreachable
 
     env = {"LAYOUT_CATALOG_URL": "", "PYTHONPATH": str(PROJECT)}
     bad = ["postgresql+psycopg2://postgres:s3cret@127.0.0.1:1/test",  # nothing listens

@@ -251,7 +251,7 @@ def test_a_day_runs_from_its_landing_folder_and_a_rerun_replaces_only_its_day(tm
     with Catalog(catalog_url) as catalog:
         old, new = sorted(catalog.versions("lineitem", "2024-03-01"), key=lambda v: v.version_id)
         assert old.version_id == first["2024-03-01"][0].version_id
-        assert (old.state, new.state) == ("retired", "active") and new.parent_version == old.version_id
+        assert (old.state, new.state) == ("retired", "active") and new.replaces == old.version_id
         layout = catalog.active_layout("lineitem", "2024-03-01")
         assert sum(b.row_count for b in layout.blocks) == rows["2024-03-01"]
         assert not set(new.block_ids) & set(old.block_ids)

@@ -40,8 +40,8 @@ def test_a_reorganized_version_may_share_the_base_versions_blocks_and_only_those
         with pytest.raises(CatalogError, match="outside"):
             catalog.set_blocks(new, [kept, fresh])  # no base named: a foreign id is refused
         with pytest.raises(CatalogError, match="not blocks of version"):
-            catalog.set_blocks(new, [BlockRecord(b1, 5, 50, "/elsewhere", {}, 0, 0), fresh], shared_from=base)
-        catalog.set_blocks(new, [kept, fresh], shared_from=base)
+            catalog.set_blocks(new, [BlockRecord(b1, 5, 50, "/elsewhere", {}, 0, 0), fresh], replaces=base)
+        catalog.set_blocks(new, [kept, fresh], replaces=base)
         catalog.activate(new, replaces=base)
         layout = catalog.active_layout("orders", "")
         assert layout.version.version_id == new and [b.block_id for b in layout.blocks] == [b1, b3]
@@ -140,7 +140,7 @@ def test_partial_reorganization_rewrites_only_the_chosen_subtrees_and_keeps_ever
         assert catalog.active_layout("lineitem", "").version.version_id == new.version.version_id
     done = result["partitions"][""]["activate_reorg"]
     assert again["plan"]["already_planned"] and again["partitions"][""]["activate_reorg"]["already_active"]
-    assert new.version.version_id != base.version.version_id and new.version.parent_version == base.version.version_id
+    assert new.version.version_id != base.version.version_id and new.version.replaces == base.version.version_id
     assert 0 < done["blocks_rewritten"] < len(base.blocks) and done["blocks_shared"] > 0
     assert after < before
     # shared blocks are the base's own folders; new ones come from the new version's reserved ids

@@ -210,11 +210,11 @@ class VersionInfo:
     """One layout version of a (table, partition) and where it is in its life.
 
     `n_blocks` is the number of block ids reserved by `begin_version`;
-    `block_ids` is that reserved range. `parent_version` is the version this
-    one retired when it was activated (None for the first of its partition);
-    `failed_at` is when it was last marked failed (None unless failed).
-    `base_version` is the version that served the partition when `begin_version`
-    made this one (None: none did); only that version may be retired by activating it.
+    `block_ids` is that reserved range. `failed_at` is when it was last marked
+    failed (None unless failed). `replaces` is the version this one replaces:
+    the one that served the partition when `begin_version` made it (None: none
+    did), the only version activating it may retire, and once it is activated
+    the one it retired (`activate(replaces=...)` may name it instead).
     """
 
     version_id: int
@@ -230,9 +230,19 @@ class VersionInfo:
     retired_at: dt.datetime | None = None
     reason: str | None = None
     block_ids: range = field(default=range(0))
-    parent_version: int | None = None
     failed_at: dt.datetime | None = None
-    base_version: int | None = None
+    replaces: int | None = None
+
+    # Old names of `replaces`, read only by layout_core/airflow/ until it is updated: do not use.
+    @property
+    def parent_version(self) -> int | None:
+        """Deprecated: `replaces`."""
+        return self.replaces if self.activated_at is not None else None
+
+    @property
+    def base_version(self) -> int | None:
+        """Deprecated: `replaces`."""
+        return self.replaces
 
 
 @dataclass(frozen=True, slots=True)

@@ -254,7 +254,7 @@ def cmd_reorganize(args) -> int:
     for partition, m in result["partitions"].items():
         done = m.get("activate_reorg", {})
         print(f"  {partition or '(unpartitioned)'}: version {done.get('version')} replaces "
-              f"{done.get('base_version')}: {done.get('blocks_rewritten')} blocks rewritten into "
+              f"{done.get('replaces', done.get('base_version'))}: {done.get('blocks_rewritten')} blocks rewritten into "
               f"{done.get('blocks_new')}, {done.get('blocks_shared')} shared")
     return 0
 
@@ -290,7 +290,7 @@ def cmd_changes_apply(args) -> int:
     if done.get("empty"):
         print(f"{table.name}: the batch changes no row; version {done['version']} keeps serving (run {run_id})")
         return 0
-    print(f"{table.name}: version {done.get('version')} replaces {done.get('base_version')} (run {run_id}): "
+    print(f"{table.name}: version {done.get('version')} replaces {done.get('replaces', done.get('base_version'))} (run {run_id}): "
           f"{staged['inserted']} rows inserted, {staged['deleted']} deleted "
           f"({staged['deleted_missing']} deleted keys not found), {done.get('blocks_changed')} blocks changed, "
           f"{staged['new_blocks']} new")
@@ -573,6 +573,20 @@ def cmd_catalog_show(args) -> int:
     return 0
 
 
+def cmd_catalog_upgrade(args) -> int:
+    from layout_core.catalog import upgrade_catalog
+
+    settings = load_settings(catalog_url=args.catalog)
+    done = upgrade_catalog(settings.catalog_url)
+    before = done.before or "none (no catalog tables yet)"
+    if done.recognised:
+        before += " (recognised by its tables: it had no version table)"
+    print(f"catalog {masked_url(settings.catalog_url)}")
+    print(f"schema revision before: {before}")
+    print(f"schema revision after:  {done.after}{'' if done.changed else ' (already the newest)'}")
+    return 0
+
+
 # ---------------------------------------------------------------------------
 # Parser
 
@@ -780,6 +794,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = cat.add_parser("show", help="tables and layout versions")
     show.add_argument("--catalog", help="catalog URL")
     show.set_defaults(func=cmd_catalog_show)
+    upgrade = cat.add_parser("upgrade", help="bring the catalog's schema to this code's newest revision "
+                                             "(opening a catalog does it too)")
+    upgrade.add_argument("--catalog", help="catalog URL")
+    upgrade.set_defaults(func=cmd_catalog_upgrade)
     return parser
 
 
