@@ -1,4 +1,4 @@
-"""The Layouts pages of the Airflow plugin (layout_core.airflow.plugin), against small SQLite
+"""The Layouts pages of the Airflow plugin (layout_core.airflow.pages), against small SQLite
 catalogs filled through the Catalog API, with starlette's TestClient. Airflow's own
 authentication is overridden for the authenticated cases (the real api-server is in
 test_airflow_deployment.py)."""

@@ -7,6 +7,7 @@ import pytest
 from layout_core.catalog import Catalog
 from layout_core.flows.nightly import steps
 from layout_core.runs.artifacts import WrittenBlocks, read_artifact
+from layout_core.runs.paths import read_metrics
 from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.workload.tpch import generate, write_sql_file

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from layout_core.base.errors import ToolError
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]  # layout_core/airflow/dag_run.py -> the project
 
 
 def airflow_env(home: Path, catalog_url: str, warehouse: Path, spark_master: str = "local[2]") -> dict:

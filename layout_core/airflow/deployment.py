@@ -17,7 +17,7 @@ way a scheduler would run the nightly DAGs in production:
 The environment of the DAGs (DAGs folder, `spark_default` in local mode,
 LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE, PATH) is the one of `airflow_env`. The
 plugins folder is the project's `plugins/`: the api-server serves the Layouts
-pages (`layout_core.airflow.plugin`) under /layouts, behind Airflow's login.
+pages (`layout_core.airflow.pages`) under /layouts, behind Airflow's login.
 Every process is stopped by its pid (SIGTERM, then SIGKILL) whatever happens.
 
     python -m layout_core.airflow.deployment start   # `make airflow`

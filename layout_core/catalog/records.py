@@ -233,17 +233,6 @@ class VersionInfo:
     failed_at: dt.datetime | None = None
     replaces: int | None = None
 
-    # Old names of `replaces`, read only by layout_core/airflow/ until it is updated: do not use.
-    @property
-    def parent_version(self) -> int | None:
-        """Deprecated: `replaces`."""
-        return self.replaces if self.activated_at is not None else None
-
-    @property
-    def base_version(self) -> int | None:
-        """Deprecated: `replaces`."""
-        return self.replaces
-
 
 @dataclass(frozen=True, slots=True)
 class ActiveLayout:

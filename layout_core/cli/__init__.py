@@ -22,18 +22,31 @@ environment variables, then layout.yaml (see layout_core.base.config).
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
-from layout_core.catalog import CatalogError
 from layout_core.base.config import load_settings
 from layout_core.base.errors import UserError
 from layout_core.base.params import ParamError, input_path, table_of, text_file
-from layout_core.base.urls import masked_url
 from layout_core.base.params import block_rows as check_block_rows
 from layout_core.base.params import run_id as check_run_id
+from layout_core.base.schema import load_schema
+from layout_core.base.urls import masked_url
+from layout_core.catalog import Catalog, CatalogError, upgrade_catalog
+from layout_core.optimizers import REGISTRY
+from layout_core.runs.paths import RunPaths
+from layout_core.skipping.explain import explain_query
+from layout_core.skipping.rewrite import rewrite_sql
+from layout_core.skipping.router import RoutingIndex, route_query
+from layout_core.sql.statements import split_statements
+from layout_core.workload.analyze import analyze_file, format_summary
+from layout_core.workload.history import QueryRecorder, parse_query_log, summarize_history
+from layout_core.workload.tpch import generate, write_sql_file
+from layout_core.workload.tpch_data import generate_tpch
 
 log = logging.getLogger("layout")
 
@@ -63,7 +76,6 @@ def _block_rows(text: str) -> int:
 
 
 def cmd_tpch_generate(args) -> int:
-    from layout_core.workload.tpch_data import generate_tpch
 
     paths = generate_tpch(args.sf, args.out)
     for table, path in paths.items():
@@ -72,7 +84,6 @@ def cmd_tpch_generate(args) -> int:
 
 
 def cmd_workload_tpch(args) -> int:
-    from layout_core.workload.tpch import generate, write_sql_file
 
     queries = generate(args.per_template, args.seed, templates=args.templates, skew=args.skew,
                        scale_factor=args.sf)
@@ -82,8 +93,6 @@ def cmd_workload_tpch(args) -> int:
 
 
 def cmd_workload_analyze(args) -> int:
-    from layout_core.base.schema import load_schema
-    from layout_core.workload.analyze import analyze_file, format_summary
 
     settings = load_settings()
     text_file(args.file, "the query log", settings.allowed_roots)
@@ -97,10 +106,7 @@ def cmd_workload_analyze(args) -> int:
 
 
 def cmd_workload_import(args) -> int:
-    import datetime as dt
 
-    from layout_core.catalog import Catalog
-    from layout_core.workload.history import parse_query_log
 
     settings = load_settings(catalog_url=args.catalog)
     if args.file != "-":
@@ -121,8 +127,8 @@ def cmd_workload_import(args) -> int:
 
 def _since(text: str):
     """The start of a look-back window given as a duration (30m, 24h, 7d)."""
-    import datetime as dt
 
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.flows.gc import parse_duration
 
     window = parse_duration(text)
@@ -132,7 +138,6 @@ def _since(text: str):
 
 
 def cmd_workload_history(args) -> int:
-    from layout_core.catalog import Catalog
 
     settings = load_settings(catalog_url=args.catalog)
     with Catalog(settings.catalog_url) as catalog:
@@ -153,8 +158,6 @@ def cmd_workload_history(args) -> int:
 
 
 def cmd_stats(args) -> int:
-    from layout_core.catalog import Catalog
-    from layout_core.workload.history import summarize_history
 
     settings = load_settings(catalog_url=args.catalog)
     with Catalog(settings.catalog_url) as catalog:
@@ -181,13 +184,10 @@ def cmd_stats(args) -> int:
 
 
 def cmd_workload_shift(args) -> int:
-    from layout_core.catalog import Catalog
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.flows.reorg.monitor import monitor_tables
-    from layout_core.flows.reorg.shift import ShiftSettings
-    from layout_core.base.schema import load_schema
+    from layout_core.flows.reorg.shift import ShiftSettings, default_w
     from layout_core.spark.session import local_session
-
-    from layout_core.flows.reorg.job import default_w
 
     settings = load_settings(catalog_url=args.catalog)
     schema = load_schema(args.schema or settings.schema)
@@ -222,13 +222,10 @@ def cmd_workload_shift(args) -> int:
 
 
 def cmd_reorganize(args) -> int:
-    import time
 
-    from layout_core.catalog import Catalog
-    from layout_core.flows.reorg.job import default_w
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.flows.reorg.partial import reorganize_in_process
-    from layout_core.flows.reorg.shift import ShiftSettings
-    from layout_core.base.schema import load_schema
+    from layout_core.flows.reorg.shift import ShiftSettings, default_w
     from layout_core.spark.session import local_session
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
@@ -260,13 +257,10 @@ def cmd_reorganize(args) -> int:
 
 
 def cmd_changes_apply(args) -> int:
-    import time
 
-    from layout_core.catalog import Catalog
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.flows.changes.apply import apply_changes_in_process
     from layout_core.flows.changes.job import checked_batch
-    from layout_core.flows.nightly.steps import RunPaths
-    from layout_core.base.schema import load_schema
     from layout_core.spark.session import local_session
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
@@ -302,9 +296,6 @@ def cmd_changes_apply(args) -> int:
 
 def _routing(args):
     """The settings, the schema and the routing index of the active layouts."""
-    from layout_core.catalog import Catalog
-    from layout_core.base.schema import load_schema
-    from layout_core.skipping.router import RoutingIndex
 
     settings = load_settings(catalog_url=args.catalog)
     schema = load_schema(args.schema or settings.schema)
@@ -315,7 +306,6 @@ def _routing(args):
 
 def _record(args, route, source: str) -> None:
     """Add a routed query to the catalog's history (a failure only logs a warning)."""
-    from layout_core.workload.history import QueryRecorder
 
     if getattr(args, "no_history", False):
         return
@@ -334,7 +324,6 @@ def _read_sql(text: str, roots: tuple[str, ...] = ()) -> str:
 
 
 def cmd_route(args) -> int:
-    from layout_core.skipping.router import route_query
 
     settings, schema, index = _routing(args)
     route = route_query(_read_sql(args.sql, settings.allowed_roots), index, schema, dips=not args.no_dips)
@@ -372,7 +361,6 @@ def cmd_route(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from layout_core.skipping.explain import explain_query
 
     settings, schema, index = _routing(args)
     explanation = explain_query(_read_sql(args.sql, settings.allowed_roots), index, schema, dips=not args.no_dips)
@@ -400,8 +388,6 @@ def cmd_explain(args) -> int:
 
 
 def cmd_rewrite(args) -> int:
-    from layout_core.skipping.rewrite import rewrite_sql
-    from layout_core.skipping.router import route_query
 
     settings, schema, index = _routing(args)
     route = route_query(_read_sql(args.sql, settings.allowed_roots), index, schema, dips=not args.no_dips)
@@ -413,14 +399,10 @@ def cmd_rewrite(args) -> int:
 
 
 def cmd_run_workload(args) -> int:
-    from layout_core.catalog import Catalog
-    from layout_core.base.schema import load_schema
-    from layout_core.skipping.router import RoutingIndex
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.spark.runner import register_raw_tables, run_workload
-    from layout_core.spark.views import register_layout_views
     from layout_core.spark.session import local_session
-    from layout_core.sql.statements import split_statements
-    from layout_core.workload.history import QueryRecorder
+    from layout_core.spark.views import register_layout_views
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
     text_file(args.file, "the query file", settings.allowed_roots)
@@ -467,12 +449,14 @@ def cmd_run_workload(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.cli.demo import run_demo
 
     return run_demo(Path(args.home), args.sf)
 
 
 def cmd_bench_sun(args) -> int:
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.bench.sun import format_result, run
 
     result = run(sf=args.sf, n_train=args.train, n_test=args.test, num_feat=args.num_feat,
@@ -485,6 +469,7 @@ def cmd_bench_sun(args) -> int:
 
 
 def cmd_bench_tpch(args) -> int:
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.bench.tpch import format_result, run
 
     layouts = tuple(name for name in args.layouts.split(",") if name)
@@ -496,6 +481,7 @@ def cmd_bench_tpch(args) -> int:
 
 
 def cmd_bench_changes(args) -> int:
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.bench.changes import main_json, run
 
     if args.json:
@@ -510,6 +496,7 @@ def cmd_bench_changes(args) -> int:
 def cmd_dag_test(args) -> int:
     """One run of a project DAG in-process (`airflow dags test`), with this shell's
     LAYOUT_* settings: the quickest way to lay out your own tables."""
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.airflow.dag_run import airflow_env, run_dag_test
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
@@ -534,13 +521,13 @@ def cmd_dag_test(args) -> int:
 
 
 def cmd_optimizers(args) -> int:
-    from layout_core.optimizers import REGISTRY
 
     print("\n\n".join(optimizer.describe() for optimizer in REGISTRY.values()))
     return 0
 
 
 def cmd_gc(args) -> int:
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.flows.gc import run_gc
 
     settings = load_settings(catalog_url=args.catalog, warehouse=args.warehouse)
@@ -558,7 +545,6 @@ def cmd_gc(args) -> int:
 
 
 def cmd_catalog_show(args) -> int:
-    from layout_core.catalog import Catalog
 
     settings = load_settings(catalog_url=args.catalog)
     with Catalog(settings.catalog_url) as catalog:
@@ -574,7 +560,6 @@ def cmd_catalog_show(args) -> int:
 
 
 def cmd_catalog_upgrade(args) -> int:
-    from layout_core.catalog import upgrade_catalog
 
     settings = load_settings(catalog_url=args.catalog)
     done = upgrade_catalog(settings.catalog_url)
@@ -685,6 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="changes_command", required=True)
     ca = changes.add_parser("apply", help="insert rows and delete keys of a laid-out table, repairing the "
                                           "join-induced cuts of other tables (what the layout_changes DAG runs)")
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.flows.changes.job import add_batch_arguments
 
     add_batch_arguments(ca)
@@ -692,10 +678,12 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--json", action="store_true", help="print every step's numbers as JSON")
     ca.set_defaults(func=cmd_changes_apply)
 
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.flows.reorg.calibrate import add_calibrate_parser
 
     add_calibrate_parser(sub)
 
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.check.cli import add_check_parser
 
     add_check_parser(sub)
@@ -765,6 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--json", action="store_true", help="one line of JSON")
     bc.set_defaults(func=cmd_bench_changes)
 
+    # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.bench.shift import add_shift_parser
 
     add_shift_parser(bench)

@@ -20,11 +20,18 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+
 from layout_core.airflow.dag_run import airflow_env, run_dag_test
-from layout_core.catalog import Catalog
-from layout_core.base.urls import masked_url
+from layout_core.base.config import load_settings
 from layout_core.base.schema import load_schema
+from layout_core.base.urls import masked_url
+from layout_core.catalog import Catalog
+from layout_core.flows.nightly import steps
 from layout_core.skipping.router import RoutingIndex, route_query
+from layout_core.spark.runner import register_raw_tables, run_workload
+from layout_core.spark.session import local_session
+from layout_core.spark.views import register_layout_views
 from layout_core.sql.statements import split_statements
 from layout_core.workload.history import QueryRecorder
 from layout_core.workload.tpch import generate, write_sql_file
@@ -56,7 +63,6 @@ def _in_process(spark, home: Path, tpch: Path, train: Path, optimizer: str) -> s
     """The same partitions laid out by the same step functions the jobs call, into
     a catalog of their own; mto lays out the dimension tables first (their
     active layouts give lineitem its join-induced cuts)."""
-    from layout_core.flows.nightly import steps
 
     url = f"sqlite:///{home / f'{optimizer}_catalog.db'}"
     warehouse = home / f"{optimizer}_warehouse"
@@ -101,11 +107,10 @@ def read_fractions(url: str, queries: list[str]) -> dict:
 
 
 def _chart(path: Path, templates: list[int], layouts: dict[str, dict]) -> None:
-    import matplotlib
+    import matplotlib  # here: the headless backend must be chosen before pyplot is imported
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
+    import matplotlib.pyplot as plt  # after the backend is set
 
     labels = sorted(set(templates))
     x = np.arange(len(labels))
@@ -131,7 +136,6 @@ def _nightly_catalog(home: Path) -> tuple[str, Path]:
     """Where the nightly DAG's layouts go: the default catalog and warehouse when nothing
     is configured, so that `layout route`, `explain` and `stats` read them with no setting;
     else (a catalog of one's own is set) a catalog of the demo's own under `home`."""
-    from layout_core.base.config import load_settings
 
     configured = any(os.environ.get(v) for v in ("LAYOUT_CATALOG_URL", "LAYOUT_WAREHOUSE", "LAYOUT_CONFIG"))
     if configured or Path("layout.yaml").is_file():
@@ -141,7 +145,6 @@ def _nightly_catalog(home: Path) -> tuple[str, Path]:
 
 
 def _default_catalog() -> str:
-    from layout_core.base.config import load_settings
 
     return load_settings().catalog_url
 
@@ -170,9 +173,6 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
 
     print("[3/4] sortkey baseline and mto (dimension tables first), same steps in-process; "
           "Spark check of the rewritten queries")
-    from layout_core.spark.runner import register_raw_tables, run_workload
-    from layout_core.spark.views import register_layout_views
-    from layout_core.spark.session import local_session
 
     schema = load_schema("tpch")
     spark = local_session("layout-demo")

@@ -19,6 +19,8 @@ REOPTIMIZE_DAG = "layout_reoptimize"
 MONITOR_DAG = "layout_workload_monitor"
 GC_DAG = "layout_gc"
 
+# The nightly optimize step's plan, in the run's folder.
+PLAN_FILE = "plan.json"
 # A reorganization run's list of partitions, in its table-wide folder once plan_reorg is done.
 REORG_PLANNED = "reorg_planned.json"
 # <warehouse>/_monitor/<run>/shift.json: the workload monitor's report.

@@ -24,6 +24,7 @@ from layout_core.flows.names import (
     METRICS_FILE,
     MONITOR_FOLDER,
     NIGHTLY_STEPS,
+    PLAN_FILE,
     REOPTIMIZE_DAG,
     REORG_PLANNED,
     REORG_STEPS,
@@ -34,7 +35,6 @@ from layout_core.flows.names import (
 
 log = logging.getLogger("layout.airflow_plugin")
 
-PLAN_FILE = "plan.json"  # nightly.steps.PLAN_FILE: the plan of a run whose version the catalog lacks
 RECENT_QUERIES = 20  # queries listed on the skipping page (the most recent)
 PG_CONNECT_TIMEOUT_S = 5
 

@@ -53,7 +53,7 @@ def render_tables(tables: list[TableOverview], base: str = "") -> str:
                 parts.append(
                     f"<tr><td class=\"n\">{v.version_id}</td><td>{escape(v.partition)}</td>"
                     f"<td>{state_label(v.state)}</td><td>{escape(v.optimizer)}</td><td>{run_link(base, v.run_id)}</td>"
-                    f"<td class=\"n\">{'' if v.parent_version is None else v.parent_version}</td>"
+                    f"<td class=\"n\">{'' if v.replaces is None or v.activated_at is None else v.replaces}</td>"
                     f"<td class=\"n\">{format_number(v.n_blocks)}</td>"
                     f"<td class=\"n\">{format_number(version_rows(v))}</td>"
                     f"<td>{format_time(v.created_at)}</td><td>{format_time(v.activated_at)}</td>"

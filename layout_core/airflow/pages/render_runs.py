@@ -100,7 +100,7 @@ def render_run(report: RunReport, base: str = "") -> str:
         if v is not None:
             reorganized = reorganized_text(v)
             parts.append(f"<p>Catalog version {v.version_id}: {state_label(v.state)}, optimizer {escape(v.optimizer)}"
-                         f"{'' if v.parent_version is None else f', replaced version {v.parent_version}'}"
+                         f"{'' if v.replaces is None or v.activated_at is None else f', replaced version {v.replaces}'}"
                          f"{'' if not reorganized else ', ' + escape(reorganized)}"
                          f"{'' if not v.reason else ' — ' + escape(v.reason)}.</p>")
         else:

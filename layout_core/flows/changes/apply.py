@@ -85,7 +85,7 @@ class StagedChanges:
     STEP: ClassVar[str] = "stage_changes"
     table: str
     partition: str
-    base_version: int
+    replaces: int  # the version serving the partition when the run began
     inserted_rows: int
     inserted_checksum: str
     deleted_requested: int  # distinct keys asked for
@@ -120,13 +120,13 @@ class VerifiedChanges(VerifiedBlocks):
     STEP: ClassVar[str] = "verify_changes"
 
 
-def _base(catalog: Catalog, table: str, partition: str, base_version: int | None = None):
+def _base(catalog: Catalog, table: str, partition: str, replaces: int | None = None):
     layout = catalog.active_layout(table, partition)
     if layout is None:
         raise StepError(f"{table} {partition or '(unpartitioned)'} has no active layout: lay it out first "
                         f"(a change batch applies to the blocks of a layout)")
-    if base_version is not None and layout.version.version_id != base_version:
-        raise StepError(f"the batch was staged on version {base_version} of {table}, but version "
+    if replaces is not None and layout.version.version_id != replaces:
+        raise StepError(f"the batch was staged on version {replaces} of {table}, but version "
                         f"{layout.version.version_id} serves it now: start a new run")
     return layout
 
@@ -249,7 +249,7 @@ def stage_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, inse
         log.warning("%d of %d deleted keys are not in %s %s: ignored", requested - del_rows, requested,
                     table.name, paths.partition or "")
     return record_metrics(paths, "stage_changes", {
-        "replaces": staged.base_version, "inserted": ins_rows, "deleted": del_rows,
+        "replaces": staged.replaces, "inserted": ins_rows, "deleted": del_rows,
         "deleted_missing": requested - del_rows, "blocks_changed": len(changed), "new_blocks": len(new_leaves),
         "stale_cuts": len(stale), "dangling_rows": dangling,
         "cuts_repaired": sum(bool(r.keys_file) for r in repairs),
@@ -452,9 +452,9 @@ def write_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> d
     if staged.empty:
         return record_metrics(paths, "write_changes", {"empty": True})
     table = schema.table(staged.table)
-    base = catalog.version(staged.base_version)
+    base = catalog.version(staged.replaces)
     params = {k: v for k, v in base.params.items() if k != "input_fingerprint"}
-    params["changes_from"] = staged.base_version
+    params["changes_from"] = staged.replaces
     n_blocks = len(staged.blocks) + len(staged.new_blocks)
     try:
         version, ids = catalog.begin_version(table.name, staged.partition, base.optimizer, params, paths.run_id,
@@ -465,7 +465,7 @@ def write_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> d
         return record_metrics(paths, "write_changes", {"version": version, "already_active": True})
     paths.file(VerifiedChanges.FILE).unlink(missing_ok=True)
     try:
-        layout = _base(catalog, table.name, staged.partition, staged.base_version)
+        layout = _base(catalog, table.name, staged.partition, staged.replaces)
     except StepError as e:
         catalog.fail(version, str(e))
         raise
@@ -543,14 +543,14 @@ def activate_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, r
     t0 = time.monotonic()
     staged = read_step_artifact(paths, StagedChanges, "activate_changes")
     if staged.empty:
-        return record_metrics(paths, "activate_changes", {"empty": True, "version": staged.base_version})
+        return record_metrics(paths, "activate_changes", {"empty": True, "version": staged.replaces})
     written, verified = verified_version(paths, WrittenChanges, VerifiedChanges, "activate_changes")
     version = written.version
     if catalog.version(version).state == "active":
         return record_metrics(paths, "activate_changes", {"version": version, "already_active": True})
     table = schema.table(staged.table)
     try:
-        layout = _base(catalog, table.name, staged.partition, staged.base_version)
+        layout = _base(catalog, table.name, staged.partition, staged.replaces)
     except StepError as e:
         catalog.fail(version, str(e))
         raise
@@ -583,15 +583,15 @@ def activate_changes(spark, paths: RunPaths, catalog: Catalog, schema: Schema, r
                                   old.all_bits & new.all_bits & ~unknown, leaves=old.leaves))
     cuts = [replace(c, source_versions=()) if c.position in staged.stale_cuts else c for c in layout.cuts]
     updates = [CutUpdate(r.version_id, r.position, r.old_source_versions, Path(r.keys_file).read_bytes(),
-                         tuple(sorted((t, version if (t, v) == (table.name, staged.base_version) else v)
+                         tuple(sorted((t, version if (t, v) == (table.name, staged.replaces) else v)
                                       for t, v in r.old_source_versions)))
                for r in staged.repairs if r.keys_file]
-    plan = {**(catalog.plan(staged.base_version) or {}), "changes_from": staged.base_version}
+    plan = {**(catalog.plan(staged.replaces) or {}), "changes_from": staged.replaces}
     applied = publish(catalog, version, "activate_changes", cuts=cuts, plan=plan, trees=layout.trees, blocks=blocks,
-                      input_fingerprint=_fingerprint(layout, staged, verified), replaces=staged.base_version,
+                      input_fingerprint=_fingerprint(layout, staged, verified), replaces=staged.replaces,
                       cut_updates=updates)
     return record_metrics(paths, "activate_changes", {
-        "version": version, "replaces": staged.base_version, "blocks": len(blocks),
+        "version": version, "replaces": staged.replaces, "blocks": len(blocks),
         "blocks_changed": len(written.blocks), "rows": sum(b.row_count for b in blocks),
         "cuts_repaired": len(applied), "cuts_stale": len(staged.stale_cuts) + len(staged.repairs) - len(updates),
         "seconds": round(time.monotonic() - t0, 2)})

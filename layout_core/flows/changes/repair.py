@@ -95,29 +95,29 @@ class CutRepair:
     keys_after: int = 0
 
 
-def cuts_to_repair(snapshot: CatalogSnapshot, table: str, base_version: int):
+def cuts_to_repair(snapshot: CatalogSnapshot, table: str, replaced: int):
     """(layout, cut) of every other table's active version whose join-induced cut
-    was computed from `base_version` of `table` and is current now."""
+    was computed from `replaced` of `table` and is current now."""
     active = snapshot.active_versions()
     for (name, _), layout in sorted(snapshot.layouts.items()):
         if name == table:
             continue
         for cut in layout.cuts:
-            if (cut.kind == "join_induced" and (table, base_version) in cut.source_versions
+            if (cut.kind == "join_induced" and (table, replaced) in cut.source_versions
                     and cut_is_current(cut.source_versions, active, snapshot.data_fingerprints)):
                 yield layout, cut
 
 
-def repair_cuts(spark, snapshot: CatalogSnapshot, schema: Schema, table: str, base_version: int,
+def repair_cuts(spark, snapshot: CatalogSnapshot, schema: Schema, table: str, replaced: int,
                 inserted, deleted, frames: Callable[[frozenset[str]], Mapping[str, object]],
                 scratch: Path) -> list[CutRepair]:
-    """Every current cut of another table computed from `table`'s `base_version`,
+    """Every current cut of another table computed from `table`'s `replaced`,
     repaired for a batch: `inserted` (new rows of `table`, updates included) and
     `deleted` (the old rows removed, updates included) are DataFrames with
     `table`'s columns (None when the batch has none); `frames(tables)` gives the
     current data of those tables (`pipeline.steps.source_frames`), called only for
     the tables below a path whose keys are not stored; `scratch` is a folder for key lists."""
-    found = list(cuts_to_repair(snapshot, table, base_version))
+    found = list(cuts_to_repair(snapshot, table, replaced))
     predicates = {c.predicate: loads(c.predicate) for _, c in found}
     placed = {text: _level(p, table) for text, p in predicates.items()}
     usable = {text: predicates[text] for text, (level, _) in placed.items() if level is not None}

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN, VECTOR_COLUMN
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import Catalog, CatalogError
-from layout_core.flows.names import NIGHTLY_STEPS
+from layout_core.flows.names import NIGHTLY_STEPS, PLAN_FILE
 from layout_core.flows.nightly.artifacts import CutEntry, Features, IngestSummary, Vectors
 from layout_core.optimizers import (
     CandidateCut,
@@ -63,7 +63,6 @@ from layout_core.workload.analyze import analyze_file
 
 log = logging.getLogger("layout.pipeline")
 
-PLAN_FILE = "plan.json"
 
 
 # ---------------------------------------------------------------------------

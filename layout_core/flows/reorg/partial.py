@@ -87,7 +87,7 @@ class ReorgPlan:
     STEP: ClassVar[str] = "plan_reorg"
     table: str
     partition: str
-    base_version: int
+    replaces: int  # the version serving the partition when the run began
     optimizer: str
     settings: dict
     base_cuts: int  # k: the window's cuts follow the base version's
@@ -158,7 +158,7 @@ def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Sc
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(keys.serialize())
         write_artifact(paths.staging, plan)
-        record_metrics(paths, "plan_reorg", {"replaces": plan.base_version, "subtrees": len(plan.subtrees),
+        record_metrics(paths, "plan_reorg", {"replaces": plan.replaces, "subtrees": len(plan.subtrees),
                                       "blocks_rewritten": shift.blocks_chosen, "blocks_total": shift.blocks,
                                       "new_blocks": plan.n_blocks, "reward": round(shift.reward, 3),
                                       "subtrees_evaluated": shift.subtrees_evaluated,
@@ -216,9 +216,9 @@ def _source_versions(cut, model: PartitionModel) -> tuple[tuple[str, int], ...]:
 
 def _base_layout(catalog: Catalog, plan: ReorgPlan):
     layout = catalog.active_layout(plan.table, plan.partition)
-    if layout is None or layout.version.version_id != plan.base_version:
+    if layout is None or layout.version.version_id != plan.replaces:
         serving = "no version" if layout is None else f"version {layout.version.version_id}"
-        raise StepError(f"the reorganization was planned from version {plan.base_version} of {plan.table} "
+        raise StepError(f"the reorganization was planned from version {plan.replaces} of {plan.table} "
                         f"{plan.partition or '(unpartitioned)'}, but {serving} serves it now: start a new run")
     return layout
 
@@ -243,7 +243,7 @@ def write_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema) -> dic
     t0 = time.monotonic()
     plan = read_step_artifact(paths, ReorgPlan, "write_reorg")
     table = schema.table(plan.table)
-    params = {**plan.settings, "reorganized_from": plan.base_version,
+    params = {**plan.settings, "reorganized_from": plan.replaces,
               "reorganized_nodes": [s.node_id for s in plan.subtrees]}
     try:
         version, ids = catalog.begin_version(table.name, plan.partition, plan.optimizer, params, paths.run_id,
@@ -381,15 +381,15 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
             blocks.append(block_record(s, written.blocks[str(s.block_id)], union_bits=((1 << k) - 1) | (s.union_bits << k),
                                        all_bits=s.all_bits << k, leaves=((leaf_of_new_block[s.block_id],),)))
     cuts = list(layout.cuts) + cut_records(paths, plan.cuts, "plan_reorg")
-    plan_json = {"optimizer": plan.optimizer, "reorganized_from": plan.base_version,
+    plan_json = {"optimizer": plan.optimizer, "reorganized_from": plan.replaces,
                  "subtrees": [{"node": s.node_id, "old_leaves": list(s.old_leaves), "reward": s.reward}
                               for s in plan.subtrees],
                  "expected_block_rows": list(plan.expected_block_rows), "tree": tree_to_json(root)}
     publish(catalog, version, "activate_reorg", cuts=cuts, plan=plan_json, trees=node_records(0, root),
-            blocks=blocks, input_fingerprint=plan.input_fingerprint or None, replaces=plan.base_version)
+            blocks=blocks, input_fingerprint=plan.input_fingerprint or None, replaces=plan.replaces)
     new_blocks = len(blocks) - (len(layout.blocks) - len(moved))
     return record_metrics(paths, "activate_reorg", {
-        "version": version, "replaces": plan.base_version, "blocks": len(blocks),
+        "version": version, "replaces": plan.replaces, "blocks": len(blocks),
         "blocks_shared": len(blocks) - new_blocks, "blocks_rewritten": len(moved), "blocks_new": new_blocks,
         "cuts": len(cuts), "seconds": round(time.monotonic() - t0, 2)})
 
