@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from mlxtend.frequent_patterns import fpgrowth
 
 from layout_core.predicates import Predicate, conj, implies, to_sql
 
@@ -163,7 +164,6 @@ def select_features(
     for r, aug in enumerate(augmented):
         onehot[r, [index[p] for p in aug]] = True
     frame = pd.DataFrame(onehot, columns=range(len(universe)))
-    from mlxtend.frequent_patterns import fpgrowth
 
     # Half a query below T so float rounding cannot drop an itemset at exactly T;
     # supports are recounted exactly below.

@@ -200,6 +200,7 @@ def _merge_pool(pool, counts, all_packed, pk, min_size, progress,
     n_active = n
     bar = None
     if progress:
+        # tqdm only when a bar is asked for: the optimizers import this module
         from tqdm import tqdm
 
         bar = tqdm(total=n - 1, desc="bottom-up merges", unit="merge")

@@ -90,6 +90,7 @@ class _Progress:
     def __init__(self, bar: bool, what: str, unit: str, every: int) -> None:
         self.what, self.every, self.steps, self.bar = what, every, 0, None
         if bar:
+            # tqdm only when a bar is asked for: the optimizers import this module
             from tqdm import tqdm
 
             self.bar = tqdm(desc=what, unit=unit)

@@ -449,6 +449,7 @@ class _SplitProgress:
         self.splits = 0
         self.bar = None
         if bar:
+            # tqdm only when a bar is asked for: the optimizers import this module
             from tqdm import tqdm
 
             self.bar = tqdm(desc="qd-tree splits", unit="split")

@@ -35,7 +35,18 @@ from pathlib import Path
 
 from layout_core.catalog import Catalog
 from layout_core.base.schema import load_schema
+from layout_core.flows.changes.apply import apply_changes_in_process
+from layout_core.flows.nightly import steps
+from layout_core.optimizers import CandidateCut
+from layout_core.predicates import loads
+from layout_core.runs.sources import active_sources, source_frames
+from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query
+from layout_core.spark.compare import same_rows
+from layout_core.spark.featurize import path_tables
+from layout_core.spark.induced import literal_keys
+from layout_core.spark.session import local_session
+from layout_core.spark.views import register_layout_views
 from layout_core.workload.tpch import generate, write_sql_file
 from layout_core.workload.tpch_data import generate_tpch
 from layout_core.bench.sun import LONG_RUN_JVM
@@ -50,10 +61,6 @@ UNUSED_PARTS = 500
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 4, seed: int = 1,
         work: Path = Path(".layout/bench/changes")) -> dict:
-    from layout_core.flows.changes.apply import apply_changes_in_process
-    from layout_core.flows.nightly import steps
-    from layout_core.spark.session import local_session
-
     work = work.resolve()
     schema = load_schema("tpch")
     paths = generate_tpch(sf, work / f"tpch_sf{sf}")
@@ -204,12 +211,6 @@ def _with_cuts_unrepaired(snapshot, older: dict[str, int]):
 def _recompute_seconds(spark, url: str, schema, table: str, base_version: int) -> float:
     """Seconds to compute, from the full current tables, the literal keys of every cut the batch
     on `table` repaired (what a re-layout of the fact tables would do for them)."""
-    from layout_core.runs.sources import active_sources, source_frames
-    from layout_core.predicates import loads
-    from layout_core.spark.featurize import path_tables
-    from layout_core.spark.induced import literal_keys
-    from layout_core.optimizers import CandidateCut
-
     with Catalog(url) as catalog:
         snapshot = catalog.snapshot()
         current = catalog.active_layout(table, "").version.version_id
@@ -226,10 +227,6 @@ def _recompute_seconds(spark, url: str, schema, table: str, base_version: int) -
 
 
 def _same_answers(spark, url: str, schema, statements, current: dict) -> bool:
-    from layout_core.skipping.rewrite import rewrite_sql
-    from layout_core.spark.compare import same_rows
-    from layout_core.spark.views import register_layout_views
-
     for table, frame in current.items():
         frame.createOrReplaceTempView(table)
     expected = [spark.sql(sql).collect() for sql in statements]

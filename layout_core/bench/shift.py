@@ -49,6 +49,11 @@ import sys
 import time
 from pathlib import Path
 
+from layout_core.base.errors import UserError
+from layout_core.base.schema import load_schema
+from layout_core.catalog import Catalog, QueryRecord
+from layout_core.workload.tpch_data import generate_tpch
+
 log = logging.getLogger("layout.bench.shift")
 
 STAR_ORDER = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
@@ -199,7 +204,9 @@ def router_reads(catalog, queries, analyses, schema) -> dict:
     """Blocks and rows the router reads for the analyzed queries on the catalog's
     active layouts, in total and per table (every reference, diPs off): B1's
     `read_counts`, on a benchmark that lays out every table."""
+    # sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.skipping.router import RoutingIndex
+    # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.bench.tpch import read_counts
 
     index = RoutingIndex.from_snapshot(catalog.snapshot())
@@ -220,6 +227,7 @@ def layout_blocks(catalog, tables) -> int:
 def lay_out_all(spark, catalog, schema, warehouse: Path, sources: dict, query_log: Path, block_rows: int,
                 run_id: str) -> dict:
     """Every table in star order by the nightly pipeline with mto; per table its wall seconds."""
+    # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.nightly.steps import RunPaths, run_in_process
 
     seconds = {}
@@ -233,7 +241,7 @@ def lay_out_all(spark, catalog, schema, warehouse: Path, sources: dict, query_lo
 
 
 def history(queries, ts: dt.datetime):
-    from layout_core.catalog import QueryRecord
+    # sqlglot only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.workload.history import template_fingerprint
 
     return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import") for q in queries]
@@ -241,9 +249,9 @@ def history(queries, ts: dt.datetime):
 
 def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float) -> dict:
     """Record `window` in the history of a catalog and run the workload monitor on it."""
-    from layout_core.catalog import Catalog
+    # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.reorg.monitor import monitor_tables
-    from layout_core.flows.reorg.shift import ShiftSettings
+    from layout_core.flows.reorg.shift import ShiftSettings  # pyspark, sqlglot and numpy as well
 
     now = dt.datetime.now(dt.timezone.utc)
     with Catalog(f"sqlite:///{catalog_path}") as catalog:
@@ -257,8 +265,9 @@ def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float
 
 def partial_reorganization(spark, catalog, schema, warehouse: Path, q: float, w: float) -> dict:
     """Every laid-out table reorganized for the window in the catalog's history (star order)."""
+    # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.reorg.partial import reorganize_in_process
-    from layout_core.flows.reorg.shift import ShiftSettings, old_tree
+    from layout_core.flows.reorg.shift import ShiftSettings, old_tree  # pyspark, sqlglot and numpy as well
 
     settings = ShiftSettings(q=q, w=w)
     # Every subtree of every table's layout, whether or not the monitor measured the
@@ -295,12 +304,12 @@ def partial_reorganization(spark, catalog, schema, warehouse: Path, q: float, w:
 
 def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         q_values=Q_VALUES, w: float = W, work: Path = Path(".layout/bench/shift"), gentle: bool = True) -> dict:
-    from layout_core.catalog import Catalog
-    from layout_core.base.schema import load_schema
+    # pyspark only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.spark.session import local_session
+    # sqlglot only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.sql.analysis import analyze
+    # numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.workload.tpch import generate, write_sql_file
-    from layout_core.workload.tpch_data import generate_tpch
 
     started = time.monotonic()
     work = work.resolve()
@@ -383,7 +392,7 @@ def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_templa
                  w: float) -> dict:
     """Laid out for 80% templates 1-11 / 20% 12-22, then the monitor on a window of
     the same mix and on one of the reverse mix (a catalog and warehouse of its own)."""
-    from layout_core.catalog import Catalog
+    # numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.workload.tpch import generate, write_sql_file
 
     major, minor = mix_counts(per_template)
@@ -414,9 +423,11 @@ def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_templa
 
 
 def _chart(path: Path, r: dict) -> None:
+    # matplotlib only when the chart is drawn: the CLI imports this module to build its parser
     import matplotlib
 
     matplotlib.use("Agg")
+    # pyplot after matplotlib.use('Agg'), so the backend is chosen first
     import matplotlib.pyplot as plt
 
     names = ["old", *(f"q={q}" for q in r["partial"]), "full"]
@@ -492,8 +503,6 @@ def format_result(r: dict) -> str:
 
 
 def cmd_bench_shift(args) -> int:
-    from layout_core.base.errors import UserError
-
     try:
         q_values = tuple(float(q) for q in args.q.split(",") if q.strip())
     except ValueError:
@@ -539,7 +548,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(["shift", *(sys.argv[1:] if argv is None else argv)])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    from layout_core.base.errors import UserError
 
     try:
         return args.func(args)

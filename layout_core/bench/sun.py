@@ -34,11 +34,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
 from layout_core.algorithms.features import select_features
+from layout_core.base.names import BLOCK_ID_COLUMN
 from layout_core.optimizers import CandidateCut, VectorSample, plan_layout
 from layout_core.predicates import Predicate, TRUE, conj, conjuncts, to_sql
 from layout_core.base.schema import Schema, TableSchema, load_schema
 from layout_core.skipping.router import LayoutIndex, route_layout
+from layout_core.spark.assign import tie_order, with_plan_blocks
+from layout_core.spark.blocks import summarize_blocks, with_pieces, write_block_folders
+from layout_core.spark.featurize import with_vectors
+from layout_core.spark.session import local_session
 from layout_core.sql.analysis import QueryError, analyze
 from layout_core.workload.tpch import generate
 from layout_core.workload.tpch_data import generate_tpch
@@ -91,15 +99,6 @@ class Layout:
 def run(sf: float = 0.1, n_train: int = 800, n_test: int = 80, num_feat: int = 15,
         block_rows: int | None = None, sweep: bool = False, spark_time: bool = True,
         work: Path = Path(".layout/bench/sun"), seed: int = 1) -> dict:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    from layout_core.spark.assign import tie_order, with_plan_blocks
-    from layout_core.base.names import BLOCK_ID_COLUMN
-    from layout_core.spark.blocks import summarize_blocks, with_pieces, write_block_folders
-    from layout_core.spark.featurize import with_vectors
-    from layout_core.spark.session import local_session
-
     work = work.resolve()
     steps: dict[str, float] = {}
     schema = load_schema("tpch")

@@ -45,12 +45,26 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import sqlglot
+from sqlglot import exp
 
+from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN
+from layout_core.catalog import BlockRecord
+from layout_core.flows.nightly.in_memory import lay_out_in_memory
 from layout_core.optimizers import TableQueries
-from layout_core.predicates import TRUE, to_sql
+from layout_core.optimizers.plan import TupleBlocks
+from layout_core.predicates import TRUE, identifier, to_sql
 from layout_core.base.schema import load_schema
+from layout_core.runs.publish import tree_records
+from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
-from layout_core.sql.analysis import analyze
+from layout_core.spark.assign import block_lineage
+from layout_core.spark.blocks import summarize_blocks, write_block_folders
+from layout_core.spark.compare import same_rows
+from layout_core.spark.induced import literal_keys
+from layout_core.spark.runner import scan_metrics
+from layout_core.spark.session import local_session
+from layout_core.sql.analysis import analyze, parse_query, tag_tables
 from layout_core.workload.tpch import generate
 from layout_core.workload.tpch_data import generate_tpch
 from layout_core.bench.sun import LONG_RUN_JVM
@@ -109,8 +123,6 @@ def index_bytes(plan, tree_nodes: int, lineage: dict, literal_key_bytes: int) ->
     """What the router keeps besides zone maps and cut bits: the routing trees'
     `tree_nodes` nodes, the blocks' lineage (leaf ids per tree), the cell ->
     block map Pando keeps for inserts, and the literal keys of join-induced cuts."""
-    from layout_core.optimizers.plan import TupleBlocks
-
     lineage_ids = sum(len(leaves) for per_tree in lineage.values() for leaves in per_tree)
     cells = 0
     if isinstance(plan.assignment, TupleBlocks):
@@ -127,15 +139,6 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     are laid out too, and the semi-join lower bound is computed."""
     if dips:
         layouts = tuple(dict.fromkeys((*layouts, *DIP_LAYOUTS)))
-    from layout_core.catalog import BlockRecord
-    from layout_core.flows.nightly.in_memory import lay_out_in_memory
-    from layout_core.runs.publish import tree_records
-    from layout_core.base.names import BLOCK_INDEX_COLUMN
-    from layout_core.spark.assign import block_lineage
-    from layout_core.base.names import BLOCK_ID_COLUMN
-    from layout_core.spark.blocks import summarize_blocks, write_block_folders
-    from layout_core.spark.induced import literal_keys
-    from layout_core.spark.session import local_session
 
     work = work.resolve()
     schema = load_schema("tpch")
@@ -345,8 +348,6 @@ def semijoin_lower_bound(spark, analyses, block_rows: int) -> dict:
 def _reduced_sql(analysis, key: str, visited: frozenset) -> str:
     """SQL for the rows of reference `key` that pass its predicate and match, on
     every incoming edge from a reference not yet visited, that reference's reduced rows."""
-    from layout_core.predicates import identifier
-
     ref = analysis.ref(key)
     conditions = []
     predicate = analysis.predicate(key, ())
@@ -370,8 +371,6 @@ def router_latencies(queries, index: RoutingIndex, schema, dips: bool) -> list[f
 
 def sqlglot_latencies(queries) -> list[float]:
     """The baseline of router latency: a plain sqlglot parse and generate of each query."""
-    import sqlglot
-
     return median_ms(queries, lambda sql: sqlglot.parse_one(sql, dialect="spark").sql(dialect="spark"))
 
 
@@ -414,10 +413,6 @@ def spark_end_to_end(spark, schema, statements: list[str], raw_paths: dict, fold
     Times are wall seconds of `collect()`; the rewriting (routing) itself is
     not timed here (B1 reports router latency).
     """
-    from layout_core.skipping.rewrite import rewrite_sql
-    from layout_core.spark.compare import same_rows
-    from layout_core.spark.runner import scan_metrics
-
     kinds = [*indexes, NEEDED]
     raw = {t: spark.read.parquet(str(raw_paths[t])) for t in schema.tables}
     # `mto+dips` reads mto's blocks, routed with diPs
@@ -487,10 +482,6 @@ def needed_rows_queries(spark, schema, statements: list[str], raw_paths: dict, f
     """Each statement with every table reference replaced by a view of a Parquet
     copy of the rows its predicate admits (the raw file where that is all rows).
     The raw tables must be the registered views: join-induced predicates read them."""
-    from sqlglot import exp
-
-    from layout_core.sql.analysis import parse_query, tag_tables
-
     shutil.rmtree(folder, ignore_errors=True)
     key_hops = schema.key_hops()
     views: dict[tuple[str, str], str] = {}
@@ -521,9 +512,11 @@ def needed_rows_queries(spark, schema, statements: list[str], raw_paths: dict, f
 
 
 def _chart(path: Path, per_template: dict[str, dict[int, int]]) -> None:
+    # matplotlib only when the chart is drawn: bench.shift and the tests count blocks without it
     import matplotlib
 
     matplotlib.use("Agg")
+    # pyplot after matplotlib.use('Agg'), so the backend is chosen first
     import matplotlib.pyplot as plt
 
     templates = sorted({t for v in per_template.values() for t in v})

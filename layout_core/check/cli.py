@@ -7,9 +7,12 @@ import json
 import logging
 import sys
 
+from layout_core.base.config import load_settings
 from layout_core.base.errors import UserError
 from layout_core.base.params import input_path
+from layout_core.base.schema import load_schema
 from layout_core.base.urls import masked_url
+from layout_core.catalog import Catalog
 
 log = logging.getLogger("layout.check")
 
@@ -54,12 +57,10 @@ def _positive(text: str) -> int:
 
 
 def cmd_check(args) -> int:
-    from layout_core.catalog import Catalog
-    from layout_core.base.config import load_settings
-    from layout_core.base.schema import load_schema
+    # sqlglot, numpy, pyarrow and tqdm only when the check runs: the CLI imports this module to build its parser
     from layout_core.check.engines import DuckDBEngine, SparkEngine, raw_tables
-    from layout_core.check.profile import profile_of
-    from layout_core.check.run import run_check
+    from layout_core.check.profile import profile_of  # pyarrow
+    from layout_core.check.run import run_check  # sqlglot, numpy and tqdm
 
     settings = load_settings(catalog_url=args.catalog)
     if args.raw:
@@ -79,8 +80,10 @@ def cmd_check(args) -> int:
 
     def spark_engine():
         nonlocal session
+        # pyspark only for the Spark engine: a DuckDB check runs without it
         from pyspark.sql import SparkSession
 
+        # spark.session imports pyspark: only for the Spark engine
         from layout_core.spark.session import local_session
 
         running = SparkSession.getActiveSession()  # a caller's session (tests): used, never stopped

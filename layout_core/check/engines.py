@@ -17,6 +17,9 @@ import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import sqlglot
+from sqlglot import exp
+
 from layout_core.catalog import CatalogSnapshot
 from layout_core.base.schema import Schema
 from layout_core.check.profile import active_block_files
@@ -28,8 +31,6 @@ class EngineError(Exception):
 
 def to_duckdb(spark_sql: str) -> str:
     """A Spark SQL statement in DuckDB's dialect (sqlglot)."""
-    import sqlglot
-
     (statement,) = sqlglot.transpile(spark_sql, read="spark", write="duckdb")
     return statement
 
@@ -51,6 +52,7 @@ class DuckDBEngine:
 
     def __init__(self, schema: Schema, snapshot: CatalogSnapshot, raw: Mapping[str, str] | None = None,
                  timeout_seconds: float = 60.0, threads: int | None = None):
+        # optional `duckdb` extra: the Spark engine works without it; check.cli turns the ImportError into a usage error
         import duckdb
 
         self.timeout_seconds = timeout_seconds
@@ -89,6 +91,7 @@ class DuckDBEngine:
 
     def run(self, spark_sql: str) -> list[tuple]:
         """The rows of a Spark SQL query, run by DuckDB; EngineError when it cannot."""
+        # optional `duckdb` extra: the Spark engine works without it; check.cli turns the ImportError into a usage error
         import duckdb
 
         try:
@@ -109,8 +112,6 @@ class DuckDBEngine:
 
 
 def _empty_select(table, partition_column: str | None) -> str:
-    from sqlglot import exp
-
     items = [f"CAST(NULL AS {exp.DataType.build(t, dialect='spark').sql('duckdb')}) AS {_name(c)}"
              for c, t in table.columns]
     if partition_column:
@@ -125,6 +126,7 @@ class SparkEngine:
     name = "spark"
 
     def __init__(self, spark, schema: Schema, snapshot: CatalogSnapshot, raw: Mapping[str, str] | None = None):
+        # pyspark only for the Spark engine: a DuckDB check runs without it
         from layout_core.spark.views import register_layout_views
 
         self.spark = spark

@@ -16,6 +16,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import pyarrow.parquet as pq
+
 from layout_core.catalog import CatalogSnapshot
 from layout_core.predicates import value_from_json
 from layout_core.base.schema import Schema, kind_of
@@ -79,8 +81,6 @@ def profile_tables(schema: Schema, files: Mapping[str, Sequence[str]], snapshot:
     """Sample each table's Parquet `files` (at most `max_files` of them, spread
     over the list) for `per_column` distinct values per column, and add (up to
     `max_edges` of) the active blocks' min, max and range ends from `snapshot`."""
-    import pyarrow.parquet as pq
-
     rng = random.Random(f"profile/{seed}")
     tables: dict[str, dict[str, ColumnValues]] = {}
     rows: dict[str, int] = {}

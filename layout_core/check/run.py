@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from tqdm import tqdm
+
 from layout_core.catalog import CatalogSnapshot
 from layout_core.base.schema import Schema
 from layout_core.skipping.rewrite import rewrite_sql
@@ -214,6 +216,5 @@ class _NoBar:
 def _progress(total: int, engine: str, show: bool):
     if not show:
         return _NoBar()
-    from tqdm import tqdm
 
     return tqdm(total=total, desc=f"check on {engine}", unit="query", mininterval=2.0)

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from layout_core.algorithms.types import Workload, unpack_bit_strings
 from layout_core.base.errors import UserError
 from layout_core.base.names import MAX_BLOCK_ROWS
 from layout_core.predicates import Predicate, to_sql
@@ -128,8 +129,6 @@ class PlanWorkload:
         return len(self.implies)
 
     def matrices(self, n_cuts: int):
-        from layout_core.algorithms.types import Workload
-
         shape = (self.queries, n_cuts)
         return Workload(np.array(self.implies, dtype=bool).reshape(shape),
                         np.array(self.disjoint, dtype=bool).reshape(shape))
@@ -156,6 +155,7 @@ class TableQueries:
 
     def summary(self, cuts: Sequence[CandidateCut], table: TableSchema) -> PlanWorkload:
         """The workload matrices of `cuts`, and the columns filtered most (those with a min and max)."""
+        # sqlglot (via sql.analysis) only when cuts are chosen: layout_core.optimizers imports numpy only
         from layout_core.workload.tree_inputs import (
             filtered_columns, range_filtered_columns, workload_matrices,
         )
@@ -195,8 +195,6 @@ class VectorSample:
         return self.rows / self.sampled_rows if self.sampled_rows else 1.0
 
     def vectors(self, n_cuts: int) -> np.ndarray:
-        from layout_core.algorithms.types import unpack_bit_strings
-
         return unpack_bit_strings(list(self.keys), n_cuts)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from layout_core.algorithms.fineblock import bottom_up
+from layout_core.algorithms.types import VectorCounts
 from layout_core.optimizers.base import (
     BLOCK_ROWS, EXCLUDE_COLUMNS, CandidateCut, Optimizer, Setting, excluded, show_progress,
 )
@@ -20,7 +22,9 @@ class FineBlock(Optimizer):
     router_keeps = "cut bits"
 
     def choose_cuts(self, workload, settings):
+        # pandas and mlxtend only when features are mined: the registry imports every optimizer
         from layout_core.algorithms.features import select_features
+        # sqlglot only when cuts are chosen: layout_core.optimizers imports numpy only
         from layout_core.sql.analysis import candidate_cuts
 
         queries = [candidate_cuts(a, ref.key, workload.key_hops)[0]
@@ -32,9 +36,6 @@ class FineBlock(Optimizer):
         return [CandidateCut(f.predicate, "simple", f.support) for f in features]
 
     def fit(self, inputs, settings):
-        from layout_core.algorithms.fineblock import bottom_up
-        from layout_core.algorithms.types import VectorCounts
-
         keys = inputs.vectors.keys
         if not keys:
             return new_plan(self, inputs, settings, PieceBlocks(()), ())

@@ -7,11 +7,16 @@ import math
 
 import numpy as np
 
+from layout_core.algorithms.qdtree import leaves, tree_to_json
+from layout_core.algorithms.types import VectorCounts
 from layout_core.optimizers.base import (
     BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SORT_COLUMN, PlanError, Setting,
     show_progress, sort_columns,
 )
-from layout_core.algorithms.pando import choose_k, grow_layout, rows_read_share
+from layout_core.algorithms.pando import (
+    admitted, admitted_tuples, cell_block_pairs, choose_k, fallback_blocks, grow_layout, place_cells,
+    reads_per_block, rows_read_share,
+)
 from layout_core.optimizers.plan import TupleBlocks, as_tuples, new_plan
 from layout_core.optimizers.qdtree import TreeOptimizer
 
@@ -58,8 +63,6 @@ class Pando(TreeOptimizer):
         return resolved
 
     def fit(self, inputs, settings):
-        from layout_core.algorithms.types import VectorCounts
-
         m, sample = len(inputs.cuts), inputs.vectors
         if sample.rows == 0:
             return self.tree_plan(inputs, settings, {"trees": 1})
@@ -93,9 +96,6 @@ class Pando(TreeOptimizer):
 
 
 def tuple_blocks(layout, order: tuple[str, ...], workload) -> TupleBlocks:
-    from layout_core.algorithms.pando import admitted, fallback_blocks
-    from layout_core.algorithms.qdtree import leaves, tree_to_json
-
     grown, blocks, truncated = layout
     n_leaves_0 = sum(1 for _ in leaves(grown.trees[0]))
     leaf_reads = tuple(tuple(np.packbits(adm[:, leaf]).tobytes().hex() for leaf in range(adm.shape[1]))
@@ -113,10 +113,6 @@ def place_unseen_cells(rule: TupleBlocks, expected_block_rows, tuples, rows) -> 
     the block whose queries it adds the fewest rows read to
     (`optimize.pando.place_cells`), or the fallback block of its tree-0 leaf
     for a plan without the leaves' queries."""
-    from layout_core.algorithms.pando import (
-        admitted_tuples, cell_block_pairs, place_cells, reads_per_block,
-    )
-
     tuples = np.asarray(tuples, dtype=np.int64).reshape(-1, rule.k)
     if not rule.leaf_reads:
         return np.asarray(rule.fallback_block, dtype=np.int64)[tuples[:, 0]]

@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from layout_core.algorithms.qdtree import tree_from_json
 from layout_core.base.schema import TableSchema
 from layout_core.optimizers.base import (
     Optimizer, PlanError, PlanInputs, schema_fingerprint,
@@ -100,8 +101,6 @@ class TreeBlocks:
     sort_columns: tuple[str, ...]
 
     def root(self):
-        from layout_core.algorithms.qdtree import tree_from_json
-
         return tree_from_json(as_lists(self.tree))
 
     def leaf_of_block(self, block: int) -> int:
@@ -138,13 +137,9 @@ class TupleBlocks:
         return len(self.trees)
 
     def roots(self) -> tuple:
-        from layout_core.algorithms.qdtree import tree_from_json
-
         return tuple(tree_from_json(as_lists(t)) for t in self.trees)
 
     def routing_roots(self) -> tuple:
-        from layout_core.algorithms.qdtree import tree_from_json
-
         return tuple(tree_from_json(as_lists(t)) for t in self.routing_trees)
 
     def admissions(self) -> tuple[np.ndarray, ...]:

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from layout_core.algorithms.qdtree import greedy_tree, leaf_blocks, leaves, tree_to_json
+from layout_core.algorithms.types import VectorCounts
 from layout_core.optimizers.base import (
     BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SAMPLE_ROWS, SORT_COLUMN, CandidateCut,
     Optimizer, check_leaf_order, excluded, show_progress, sort_columns,
@@ -34,6 +36,7 @@ class TreeOptimizer(Optimizer):
         return resolved
 
     def choose_cuts(self, workload, settings):
+        # sqlglot (via sql.analysis) only when cuts are chosen: layout_core.optimizers imports numpy only
         from layout_core.workload.tree_inputs import candidate_cut_lists
 
         simple, induced = candidate_cut_lists(workload.analyses, workload.table, workload.key_hops,
@@ -49,9 +52,6 @@ class TreeOptimizer(Optimizer):
 
     def tree_plan(self, inputs, settings, choices=None):
         """The greedy tree's plan (also Pando's with one tree)."""
-        from layout_core.algorithms.types import VectorCounts
-        from layout_core.algorithms.qdtree import greedy_tree, leaf_blocks, leaves, tree_to_json
-
         block_rows = settings["block_rows"]
         order = sort_columns(inputs.table, inputs.workload, settings["sort_column"], settings["leaf_order"])
         m = len(inputs.cuts)

@@ -13,11 +13,13 @@ import logging
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from layout_core.optimizers.pando import place_unseen_cells
 from layout_core.optimizers.plan import (
     ClusterBlocks, CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks, TupleBlocks,
 )
 from layout_core.base.names import BLOCK_INDEX_COLUMN, VECTOR_COLUMN
 from layout_core.spark.blocks import with_pieces
+from layout_core.spark.curves import curve_block_index, with_curve_key
 
 
 log = logging.getLogger("layout.assign")
@@ -51,8 +53,6 @@ def with_plan_blocks(df: DataFrame, plan: LayoutPlan) -> DataFrame:
     if isinstance(rule, ClusterBlocks):
         return _cluster_blocks(df, rule, order)
     if isinstance(rule, CurveBlocks):
-        from layout_core.spark.curves import curve_block_index, with_curve_key
-
         keyed = with_curve_key(df, list(rule.columns), rule.curve)
         blocked = curve_block_index(keyed, rule.block_rows, tie_columns=list(plan.columns))
         return blocked.withColumn(BLOCK_INDEX_COLUMN, F.col(BLOCK_INDEX_COLUMN).cast("int")).drop("_curve")
@@ -103,8 +103,6 @@ def _tuple_blocks(df: DataFrame, rule: TupleBlocks, expected_block_rows, order: 
     are no cell (the plan saw a sample) are counted first (one aggregation over
     the leaf columns) and each goes whole to the block `place_unseen_cells`
     picks for it."""
-    from layout_core.optimizers.pando import place_unseen_cells
-
     spark = df.sparkSession
     leaf_names = [f"_leaf{t}" for t in range(rule.k)]
     leafed = df.withColumns({name: leaf_column(root) for name, root in zip(leaf_names, rule.roots())})

@@ -51,6 +51,7 @@ from typing import Sequence
 from layout_core.base.names import BLOCK_INDEX_COLUMN
 import numpy as np
 import pandas as pd
+from pyspark.ml.feature import Bucketizer
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -218,8 +219,6 @@ def with_curve_coordinates(
                 cell = F.element_at(table, bucket + 1).cast("long")
             coords[i] = F.when(_col(q_name).isNull(), F.lit(0).cast("long")).otherwise(cell)
         if bucketize_in:
-            from pyspark.ml.feature import Bucketizer
-
             work = work.select("*", *[F.coalesce(_col(q), F.lit(float("nan"))).alias(q + "_nan")
                                       for q in bucketize_in])
             work = Bucketizer(splitsArray=splits, inputCols=[q + "_nan" for q in bucketize_in],

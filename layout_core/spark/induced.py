@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from layout_core.predicates import Hop, JoinInduced, to_sql
+from layout_core.spark.blocks import cut_flag_columns, with_cut_flags
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,6 @@ def with_layout_cut_flags(df: DataFrame, cuts: Sequence, tables: Mapping[str, Da
     """Flag columns `_cut0`, `_cut1`, ... in the order of `cuts`, a mix of simple
     and join-induced predicates (NULL counts as FALSE); `tables` holds the data
     of every table on the join-induced cuts' paths."""
-    from layout_core.spark.blocks import cut_flag_columns, with_cut_flags
-
     simple = [(i, c) for i, c in enumerate(cuts) if not isinstance(c, JoinInduced)]
     induced = [(i, c) for i, c in enumerate(cuts) if isinstance(c, JoinInduced)]
     with_simple = with_cut_flags(df, [to_sql(c) for _, c in simple])  # named _cut0.. in their own order

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+from pyspark.sql import SparkSession
+
 
 def local_session(app_name: str, master: str | None = None, extra: dict | None = None):
     """A SparkSession on loopback with the UI off; master defaults to local[2].
@@ -14,7 +16,6 @@ def local_session(app_name: str, master: str | None = None, extra: dict | None =
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
 
     builder = (
         SparkSession.builder.appName(app_name)
@@ -43,8 +44,6 @@ def job_session(app_name: str):
     (which starts Python with PYSPARK_GATEWAY_PORT set); run any other way (tests,
     `python jobs/x.py`) it falls back to local_session."""
     if os.environ.get("PYSPARK_GATEWAY_PORT"):
-        from pyspark.sql import SparkSession
-
         session = SparkSession.builder.appName(app_name).getOrCreate()
         session.sparkContext.setLogLevel("WARN")
         return session

@@ -10,6 +10,7 @@ a valid cut on that table.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from sqlglot import exp
@@ -209,8 +210,6 @@ def project(p: Predicate, ref: str) -> Predicate:
 
 
 def _unqualify(atom: Predicate, prefix: str) -> Predicate:
-    import dataclasses
-
     def strip(c: Column) -> Column:
         return Column(c.name[len(prefix):], c.kind)
 

@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 from pyroaring import BitMap64
 from sqlglot import exp
 
+from layout_core.catalog import Catalog
 from layout_core.catalog.records import QueryRecord, RefRead
 from layout_core.sql.analysis import QueryError, parse_query
 from layout_core.sql.statements import split_statements
@@ -106,8 +107,6 @@ class QueryRecorder:
     def __call__(self, route) -> bool:
         try:
             if self._catalog is None:
-                from layout_core.catalog import Catalog
-
                 self._catalog = Catalog(self.catalog_url)
             self._catalog.record_queries([query_record(route, self.source, self._clock())], self.retention)
         except Exception as e:  # noqa: BLE001 - recording must never fail a route
