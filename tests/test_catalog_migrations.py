@@ -301,3 +301,13 @@ def test_layout_catalog_upgrade_of_an_empty_database_creates_the_catalog(catalog
     out = capsys.readouterr().out.splitlines()
     assert out[1:] == ["schema revision before: none (no catalog tables yet)", "schema revision after:  0007"]
     assert upgrade_catalog(catalog_url).changed is False
+
+
+def test_an_upgrade_logs_one_line_and_an_up_to_date_catalog_nothing(catalog_url, caplog):
+    caplog.set_level(logging.DEBUG)
+    make_first_release_catalog(catalog_url)
+    Catalog(catalog_url).close()
+    Catalog(catalog_url).close()  # at the newest revision: nothing to log
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.startswith(("alembic", "layout"))]
+    assert len(lines) == 1 and lines[0][0] == logging.INFO
+    assert lines[0][1].endswith("schema revision 0001 (recognised by its columns) -> 0007")

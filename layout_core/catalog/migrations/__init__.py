@@ -16,7 +16,9 @@ refused with a `CatalogSchemaError`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from layout_core.catalog.errors import CatalogSchemaError
+
+log = logging.getLogger("layout.catalog")
 
 VERSION_TABLE = "layout_alembic_version"
 SCHEMA_LOCK_KEY = 0x6C61796F7574  # "layout": the PostgreSQL advisory lock held while upgrading
@@ -55,6 +59,31 @@ UNVERSIONED_REVISIONS: tuple[tuple[str, tuple[str, ...], tuple[tuple[str, str], 
 CATALOG_TABLES = frozenset(t for _, tables, _ in UNVERSIONED_REVISIONS for t in tables)
 
 
+class _QuietUpgrade(logging.Filter):
+    """Drops Alembic's line per revision while this thread upgrades a catalog (one line
+    of our own says what changed); Alembic's other users in the process keep theirs."""
+
+    active = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.active, "on", False)
+
+
+_QUIET = _QuietUpgrade()
+for _name in ("alembic.runtime.migration", "alembic.runtime.plugins"):
+    logging.getLogger(_name).addFilter(_QUIET)
+
+
+@contextlib.contextmanager
+def _quiet_alembic():
+    before = getattr(_QUIET.active, "on", False)
+    _QUIET.active.on = True
+    try:
+        yield
+    finally:
+        _QUIET.active.on = before
+
+
 @dataclass(frozen=True)
 class SchemaUpgrade:
     """What `upgrade_to_head` found and left: `before` is None for a database without
@@ -75,9 +104,9 @@ _SCRIPTS_LOCK = threading.Lock()
 
 @functools.cache
 def _scripts():
-    from alembic.script import ScriptDirectory
+    with _SCRIPTS_LOCK, _quiet_alembic():  # threads opening catalogs at once read the scripts once
+        from alembic.script import ScriptDirectory
 
-    with _SCRIPTS_LOCK:  # threads opening catalogs at once read the scripts once
         scripts = ScriptDirectory(str(SCRIPTS))
         scripts.get_current_head()  # loads the revision map now, not lazily in each thread
         return scripts
@@ -168,6 +197,20 @@ def upgrade_to_head(engine: sa.Engine, url: str) -> SchemaUpgrade:
 
 
 def _upgrade_locked(conn: sa.Connection, url: str) -> SchemaUpgrade:
+    with _quiet_alembic():
+        upgrade = _run_revisions(conn, url)
+    if upgrade.changed:
+        from layout_core.base.urls import masked_url
+
+        before = upgrade.before or "none (new catalog)"
+        # an existing catalog's upgrade is worth a line in the log; a new catalog's is not
+        log.log(logging.INFO if upgrade.before else logging.DEBUG, "catalog %s: schema revision %s -> %s",
+                masked_url(url), f"{before} (recognised by its columns)" if upgrade.recognised else before,
+                upgrade.after)
+    return upgrade
+
+
+def _run_revisions(conn: sa.Connection, url: str) -> SchemaUpgrade:
     from alembic.operations import Operations
     from alembic.runtime.migration import MigrationContext, MigrationStep
 
