@@ -572,20 +572,6 @@ def cmd_catalog_upgrade(args) -> int:
     return 0
 
 
-def cmd_catalog_upgrade(args) -> int:
-    from layout_core.catalog import upgrade_catalog
-
-    settings = load_settings(catalog_url=args.catalog)
-    done = upgrade_catalog(settings.catalog_url)
-    before = done.before or "none (no catalog tables yet)"
-    if done.recognised:
-        before += " (recognised by its tables: it had no version table)"
-    print(f"catalog {masked_url(settings.catalog_url)}")
-    print(f"schema revision before: {before}")
-    print(f"schema revision after:  {done.after}{'' if done.changed else ' (already the newest)'}")
-    return 0
-
-
 # ---------------------------------------------------------------------------
 # Parser
 
