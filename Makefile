@@ -13,7 +13,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install chromium test test-fast demo bench airflow airflow-stop clean
+.PHONY: install chromium test test-bench test-fast demo bench airflow airflow-stop clean
 
 install: $(STAMP)
 
@@ -41,6 +41,11 @@ TEST_WORKERS ?= 2
 WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: install chromium
 	$(PY) -m pytest -q --durations=25 $(WORKERS)
+
+# The benchmarks at their larger sizes (tests/bench: B1 with Spark and diPs, the shift benchmark
+# with every q); `make test` deselects them and runs a smaller version of each.
+test-bench: install
+	$(PY) -m pytest -q --durations=0 -m bench tests/bench $(WORKERS)
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow" $(WORKERS)

@@ -17,15 +17,36 @@ TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "
 
 # The longest modules (minutes each, measured), run first: `make test` spreads whole modules
 # over two pytest-xdist workers in collection order, and a long module left for last keeps
-# one worker busy alone.
-LONGEST_FIRST = ("test_bench_tpch.py", "test_bench_shift.py", "test_kill_reorg_changes.py",
-                 "test_spark_cluster.py", "test_nightly_schedule.py", "test_example_star.py",
-                 "test_nightly_dag.py", "test_airflow_deployment.py", "test_changes_spark.py",
-                 "test_partial_reorg.py", "test_kill_steps.py", "test_mto_golden_spark.py",
-                 "test_changes_dag.py", "test_one_plan_spark.py", "test_check_spark.py")
+# one worker busy alone. (The benchmarks at their larger sizes are in tests/bench, outside
+# `make test`.)
+LONGEST_FIRST = ("test_kill_reorg_changes.py", "test_example_star.py", "test_airflow_deployment.py",
+                 "test_spark_cluster.py", "test_bench_tpch.py", "test_nightly_schedule.py",
+                 "test_bench_shift.py", "test_check_spark.py", "test_kill_steps.py", "test_nightly_dag.py",
+                 "test_changes_spark.py", "test_partial_reorg.py", "test_mto_golden_spark.py",
+                 "test_changes_dag.py", "test_one_plan_spark.py")
 
 
+BENCH = Path(__file__).resolve().parent / "bench"
+
+
+def pytest_configure(config):
+    # (here rather than in pyproject.toml's markers: --strict-markers needs it registered)
+    config.addinivalue_line("markers", "bench: a benchmark at its larger size (tests/bench; run only by "
+                                       "make test-bench, -m bench)")
+
+
+@pytest.hookimpl(tryfirst=True)  # marks the bench items before -m selects
 def pytest_collection_modifyitems(config, items):
+    # tests/bench: the benchmarks at their larger sizes, marked `bench` and run only by
+    # `make test-bench` (`-m bench`); the normal suite keeps a smaller run of each.
+    bench, kept = [], []
+    for item in items:
+        if BENCH in item.path.parents:
+            item.add_marker(pytest.mark.bench)
+        (bench if BENCH in item.path.parents else kept).append(item)
+    if bench and "bench" not in (config.getoption("markexpr") or ""):
+        config.hook.pytest_deselected(items=bench)
+        items[:] = kept
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
