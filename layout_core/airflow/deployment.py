@@ -45,6 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from layout_core.airflow.dag_run import PROJECT, _airflow, airflow_env
+from layout_core.base.config import load_settings
 from layout_core.base.errors import ToolError
 from layout_core.base.urls import masked_url
 from layout_core.airflow.processes import alive, proc_stat, process_tree, reap, stop_processes
@@ -60,7 +61,7 @@ TERMINAL_STATES = ("success", "failed")
 # --- PostgreSQL -------------------------------------------------------------------------
 
 def _pg_connect(server: str, database: str = "postgres"):
-    import psycopg2
+    import psycopg2  # the PostgreSQL driver, only for the deployment's metadata database
 
     conn = psycopg2.connect(f"{server.rstrip('/')}/{database}", connect_timeout=5)
     conn.autocommit = True
@@ -469,8 +470,6 @@ def _running(state: dict) -> dict[str, int]:
 
 
 def cli_start(home: Path, database: str, port: int, server: str = PG_SERVER) -> int:
-    from layout_core.base.config import load_settings
-
     state_file = _state_file(home)
     if state_file.exists():
         state = json.loads(state_file.read_text())

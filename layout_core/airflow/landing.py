@@ -66,7 +66,7 @@ def missing_input(source: str, ready_file: str = "") -> str | None:
 
 def _missing_remote(source: str, ready_file: str) -> str | None:
     try:
-        from fsspec.core import url_to_fs
+        from fsspec.core import url_to_fs  # optional: only a URL source (s3://...) needs fsspec
 
         fs, path = url_to_fs(source)
     except (ImportError, ValueError) as e:

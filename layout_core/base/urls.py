@@ -17,7 +17,7 @@ def masked_url(url: str) -> str:
 
 def without_secrets(text: str, url: str) -> str:
     """`text` (a driver's error message) with the URL and its password taken out."""
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # as in masked_url
 
     secrets = [url]
     try:
