@@ -1,5 +1,6 @@
-"""The catalog's connection to its database: the engine, read and write transactions,
-the row locks that serialize writers, and the lookups every part of the catalog uses.
+"""The catalog's connection to its database (`engine` makes the engine and its
+transactions), the row locks that serialize writers, and the lookups every part of
+the catalog uses.
 
 Writers of one table are serialized by locking its row in `layout_tables`
 (SELECT ... FOR UPDATE on PostgreSQL; on SQLite every write transaction is
@@ -11,67 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from typing import Callable, Iterator
+from typing import Callable
 
 import sqlalchemy as sa
 
 from layout_core.catalog.db_tables import tables_t, versions_t
+from layout_core.catalog.engine import make_engine, read_transaction, write_transaction
 from layout_core.catalog.errors import CatalogError, CatalogUnreachable
+from layout_core.catalog.migrations import upgrade_to_head
 from layout_core.catalog.rows import as_utc, utcnow
-
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-
-
-def make_engine(url: str) -> sa.Engine:
-    """An engine; SQLite gets foreign keys, a busy timeout and explicit BEGINs.
-
-    pysqlite starts transactions lazily and on its own terms; taking that over
-    (the recipe from SQLAlchemy's SQLite docs) lets write transactions start
-    with BEGIN IMMEDIATE, so two writers queue on the busy timeout instead of
-    failing when a read lock cannot be upgraded.
-    """
-    if not sa.make_url(url).get_backend_name() == "sqlite":
-        return sa.create_engine(url, pool_pre_ping=True)
-    engine = sa.create_engine(
-        url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, _record):
-        dbapi_conn.isolation_level = None
-        cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.close()
-
-    @sa.event.listens_for(engine, "begin")
-    def _on_begin(conn):
-        immediate = conn.get_execution_options().get("layout_write", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine
-
-
-@contextlib.contextmanager
-def write_transaction(engine: sa.Engine) -> Iterator[sa.Connection]:
-    """A write transaction (BEGIN IMMEDIATE on SQLite), committed on success."""
-    with engine.connect() as conn:
-        conn.execution_options(layout_write=True)
-        with conn.begin():
-            yield conn
-
-
-@contextlib.contextmanager
-def read_transaction(engine: sa.Engine) -> Iterator[sa.Connection]:
-    """A read transaction whose statements all see the same moment.
-
-    PostgreSQL's default READ COMMITTED gives each statement its own
-    snapshot, so reads spanning several statements ask for REPEATABLE READ.
-    """
-    with engine.connect() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.execution_options(isolation_level="REPEATABLE READ")
-        with conn.begin():
-            yield conn
 
 
 class CatalogConnection:
@@ -79,8 +28,6 @@ class CatalogConnection:
     the parts of `Catalog` build on it."""
 
     def __init__(self, url: str, *, clock: Callable[[], dt.datetime] | None = None) -> None:
-        from layout_core.catalog.migrations import upgrade_to_head
-
         self.url = url
         self._clock = clock or utcnow
         try:

@@ -4,6 +4,7 @@ and a database whose schema this code cannot use."""
 from __future__ import annotations
 
 from layout_core.base.errors import UserError
+from layout_core.base.urls import masked_url, without_secrets
 
 
 class CatalogError(Exception):
@@ -15,8 +16,6 @@ class CatalogUnreachable(CatalogError):
     masked; `reason` is the driver's reason alone, without the URL."""
 
     def __init__(self, url: str, error: BaseException) -> None:
-        from layout_core.base.urls import masked_url, without_secrets
-
         lines = str(getattr(error, "orig", None) or error).strip().splitlines()
         self.reason = without_secrets(lines[0] if lines else type(error).__name__, url)[:300]
         super().__init__(f"cannot open the catalog {masked_url(url)}: {self.reason}")

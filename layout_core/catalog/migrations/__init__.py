@@ -25,7 +25,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from layout_core.catalog.errors import CatalogSchemaError
+from layout_core.base.urls import masked_url
+from layout_core.catalog.engine import make_engine, read_transaction, write_transaction
+from layout_core.catalog.errors import CatalogSchemaError, CatalogUnreachable
 
 log = logging.getLogger("layout.catalog")
 
@@ -105,7 +107,9 @@ _SCRIPTS_LOCK = threading.Lock()
 @functools.cache
 def _scripts():
     with _SCRIPTS_LOCK, _quiet_alembic():  # threads opening catalogs at once read the scripts once
-        from alembic.script import ScriptDirectory
+        from alembic.script import (
+            ScriptDirectory,  # alembic only when a schema must change: an up-to-date open skips it
+        )
 
         scripts = ScriptDirectory(str(SCRIPTS))
         scripts.get_current_head()  # loads the revision map now, not lazily in each thread
@@ -157,7 +161,6 @@ def recognise_revision(conn: sa.Connection, url: str) -> str | None:
 
 
 def _not_a_catalog(url: str, present: set[str], missing: str) -> CatalogSchemaError:
-    from layout_core.base.urls import masked_url
 
     return CatalogSchemaError(
         f"{masked_url(url)} is not a layout catalog this code knows: it has the tables "
@@ -166,7 +169,6 @@ def _not_a_catalog(url: str, present: set[str], missing: str) -> CatalogSchemaEr
 
 
 def _newer(url: str, revision: str) -> CatalogSchemaError:
-    from layout_core.base.urls import masked_url
 
     return CatalogSchemaError(
         f"the catalog {masked_url(url)} has schema revision {revision}, newer than this layout-core "
@@ -181,7 +183,6 @@ def upgrade_to_head(engine: sa.Engine, url: str) -> SchemaUpgrade:
     is taken and the revision read again under it, so of several processes opening
     one catalog the first upgrades it and the others find it done.
     """
-    from layout_core.catalog.connection import read_transaction, write_transaction
 
     head = head_revision()
     with read_transaction(engine) as conn:
@@ -200,7 +201,6 @@ def _upgrade_locked(conn: sa.Connection, url: str) -> SchemaUpgrade:
     with _quiet_alembic():
         upgrade = _run_revisions(conn, url)
     if upgrade.changed:
-        from layout_core.base.urls import masked_url
 
         before = upgrade.before or "none (new catalog)"
         # an existing catalog's upgrade is worth a line in the log; a new catalog's is not
@@ -211,6 +211,7 @@ def _upgrade_locked(conn: sa.Connection, url: str) -> SchemaUpgrade:
 
 
 def _run_revisions(conn: sa.Connection, url: str) -> SchemaUpgrade:
+    # alembic only when a schema must change: opening an up-to-date catalog does not load it
     from alembic.operations import Operations
     from alembic.runtime.migration import MigrationContext, MigrationStep
 
@@ -240,8 +241,6 @@ def _run_revisions(conn: sa.Connection, url: str) -> SchemaUpgrade:
 def upgrade_catalog(url: str) -> SchemaUpgrade:
     """Upgrade the catalog at `url` to the newest revision (what `layout catalog upgrade`
     runs); returns the revisions before and after."""
-    from layout_core.catalog.connection import make_engine
-    from layout_core.catalog.errors import CatalogUnreachable
 
     try:
         engine = make_engine(url)
