@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # Headless Chromium (Debian's package) for the screenshot of the Layouts pages in
-# tests/test_airflow_deployment.py; installed only where it is missing.
+# tests/system/test_airflow_deployment.py; installed only where it is missing.
 chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)

@@ -21,9 +21,9 @@ TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "
 # `make test`.)
 LONGEST_FIRST = ("test_kill_reorg_changes.py", "test_example_star.py", "test_airflow_deployment.py",
                  "test_spark_cluster.py", "test_bench_tpch.py", "test_nightly_schedule.py",
-                 "test_bench_shift.py", "test_check_spark.py", "test_kill_steps.py", "test_nightly_dag.py",
-                 "test_changes_spark.py", "test_partial_reorg.py", "test_mto_golden_spark.py",
-                 "test_changes_dag.py", "test_one_plan_spark.py")
+                 "test_bench_shift.py", "test_check.py", "test_kill_steps.py", "test_nightly_dag.py",
+                 "test_changes.py", "test_partial_reorg.py", "test_mto_golden.py",
+                 "test_changes_dag.py", "test_one_plan.py")
 
 
 BENCH = Path(__file__).resolve().parent / "bench"

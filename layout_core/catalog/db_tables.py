@@ -2,7 +2,7 @@
 
 The migrations in `migrations/versions/` create and change these tables; this
 module only describes the result for the queries. A change here needs a new
-revision there (tests/test_catalog_migrations.py compares the two).
+revision there (tests/unit/catalog/test_catalog_migrations.py compares the two).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from layout_core.predicates.render import literal as _spark_literal
 from layout_core.base.schema import Schema
 from layout_core.check.profile import LITERAL_KINDS, ColumnValues, DataProfile
 
-# Every feature a run should cover (`tests/test_check_generator.py` checks each appears).
+# Every feature a run should cover (`tests/unit/check/test_check_generator.py` checks each appears).
 PREDICATE_FEATURES = ("comparison", "between", "in_list", "is_null", "like", "date_arithmetic",
                       "not", "or", "column_compare", "opaque")
 QUERY_FEATURES = ("join", "outer_join", "subquery", "exists", "scalar_subquery", "derived_table",

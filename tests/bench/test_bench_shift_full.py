@@ -1,5 +1,5 @@
 """`layout bench shift` (MTO §6.5.1) end to end at SF 0.01 with two values of q, as a user
-runs it (`make test-bench`; tests/test_bench_shift.py keeps its helpers' tests and a smaller run
+runs it (`make test-bench`; tests/spark/test_bench_shift.py keeps its helpers' tests and a smaller run
 in `make test`)."""
 
 from __future__ import annotations

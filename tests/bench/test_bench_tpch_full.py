@@ -1,6 +1,6 @@
 """Benchmark B1 (`layout bench tpch`) end to end at SF 0.01 with every layout the README
 compares (sortkey, mto, pando-3, and with --dips tuned and mto(join_key)), --spark and --dips,
-as a user runs it (`make test-bench`; tests/test_bench_tpch.py runs a smaller B1 in `make test`).
+as a user runs it (`make test-bench`; tests/spark/test_bench_tpch.py runs a smaller B1 in `make test`).
 
 The figures themselves belong to the README; this checks that the command
 works, that its JSON has the fields the issue names, that no layout reads
@@ -35,7 +35,7 @@ def b1(tmp_path_factory):
 
 def test_b1_reports_what_the_issue_asks_for(b1):
     result, work = b1
-    laid_out = {"sortkey", "mto", "pando-3", "tuned", "mto(join_key)"}  # qdtree: tests/test_qdtree.py
+    laid_out = {"sortkey", "mto", "pando-3", "tuned", "mto(join_key)"}  # qdtree: tests/unit/algorithms/test_qdtree.py
     assert set(result["layouts"]) == laid_out | {f"{name}+dips" for name in laid_out}
     for layout in result["layouts"].values():
         assert isinstance(layout["index_bytes"], int)

@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession
-
 from pyspark.sql import functions as F
 
+from layout_core.base.names import BLOCK_ID_COLUMN
+from layout_core.base.schema import TableSchema
 from layout_core.catalog import BlockRecord, Catalog, CutRecord
 from layout_core.predicates import JoinInduced, Predicate, dumps, to_sql
-from layout_core.base.schema import TableSchema
 from layout_core.skipping.router import UNMANAGED_SOURCE
-from layout_core.base.names import BLOCK_ID_COLUMN
 from layout_core.spark.blocks import summarize_blocks, with_cut_flags, write_block_folders
 
 

@@ -18,8 +18,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from layout_core.base.errors import ToolError
 from layout_core.airflow.processes import alive, proc_stat, process_tree, stop_processes
+from layout_core.base.errors import ToolError
 
 
 def spark_home() -> Path:

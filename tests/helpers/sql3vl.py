@@ -40,7 +40,17 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping, Optional
 
 from layout_core.predicates.model import (
-    And, Between, ColumnCompare, Compare, Const, InList, IsNull, JoinInduced, Like, Opaque, Or,
+    And,
+    Between,
+    ColumnCompare,
+    Compare,
+    Const,
+    InList,
+    IsNull,
+    JoinInduced,
+    Like,
+    Opaque,
+    Or,
     Predicate,
 )
 

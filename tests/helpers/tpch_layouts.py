@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from layout_core.base.schema import load_schema
 from layout_core.catalog import Catalog
 from layout_core.flows.nightly import steps
-from layout_core.base.schema import load_schema
 from layout_core.skipping.router import RoutingIndex
 from layout_core.workload.tpch import generate, write_sql_file
 from tests.conftest import TPCH_TABLES

@@ -4,7 +4,7 @@ plan, assign blocks, all in one Spark session and in memory.
 The benchmarks lay tables out through this, and it calls exactly the
 functions the steps call (`optimizers.plan_layout`, `spark.featurize`,
 `spark.assign`), so their figures describe what the nightly DAG produces
-(tests/test_one_plan_spark.py checks the block of every row is the same).
+(tests/spark/test_one_plan.py checks the block of every row is the same).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `corpus()` returns (name, expected outcome, SQL) triples, the same every run
 (random bytes come from a seeded generator). The outcomes were written by hand
 from what each statement is, against a catalog where lineitem and orders have
-layouts and no other table has one (tests/test_bad_queries.py builds it):
+layouts and no other table has one (tests/unit/sql/test_bad_queries.py builds it):
 
     routed          analyzed; every table reference is routed through a layout
     no layout       analyzed; some table has no layout and is read in full

@@ -1,0 +1,270 @@
+"""The registered `pando` optimizer: settings, the plan it makes, k = 1 is mto,
+trees=auto, and the paper's correlated-columns example (Fig. 2) worked by hand
+and routed by the catalog's router."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from layout_core.base.schema import TableSchema
+from layout_core.optimizers import CandidateCut, PlanError, PlanWorkload, VectorSample, get_optimizer, plan_layout
+from layout_core.optimizers.plan import LayoutPlan, TreeBlocks, TupleBlocks
+from layout_core.predicates import Column, Compare
+from layout_core.skipping.router import LayoutIndex, route_layout
+
+T = TableSchema("t", (("id", "bigint"), ("x", "int"), ("y", "int")), ("id",))
+X, Y = Column("x", "int"), Column("y", "int")
+
+# Fig. 2: x and y are correlated. Cut 0: x < 50, cut 1: y < 50.
+# 45 rows have both, 45 neither, two groups of 5 outliers have one of them.
+# Queries: q0 x < 40 (implies cut 0), q1 x > 60 (disjoint with cut 0),
+#          q2 y < 40 (implies cut 1), q3 y > 60 (disjoint with cut 1).
+CUTS = [CandidateCut(Compare(X, "<", 50)), CandidateCut(Compare(Y, "<", 50))]
+XY = VectorSample(("11", "10", "01", "00"), [45, 5, 5, 45], 100)
+XY_WORKLOAD = PlanWorkload(implies=((True, False), (False, False), (False, True), (False, False)),
+                           disjoint=((False, False), (True, False), (False, False), (False, True)),
+                           range_columns=("x",))
+QUERIES = [Compare(X, "<", 40), Compare(X, ">", 60), Compare(Y, "<", 40), Compare(Y, ">", 60)]
+# the bits of each vector key, for the blocks' union / all bit vectors below
+BITS = {"11": 0b11, "10": 0b01, "01": 0b10, "00": 0b00}  # bit i = cut i
+
+
+def _plan(optimizer: str, **settings) -> LayoutPlan:
+    return plan_layout(optimizer, T, XY, CUTS, XY_WORKLOAD, {"block_rows": 10, "sample_rows": 0, **settings})
+
+
+def _blocks_read(block_keys: list[list[str]], block_rows: list[int]) -> tuple[int, int]:
+    """(blocks, rows) the four queries read through the router, given the vector
+    keys whose rows each block holds (worked out by hand below)."""
+
+    class Block:
+        def __init__(self, i, keys, rows):
+            self.block_id, self.row_count, self.stats = i, rows, {}
+            self.union_bits = self.all_bits = 0
+            self.union_bits = int(np.bitwise_or.reduce([BITS[k] for k in keys]))
+            self.all_bits = int(np.bitwise_and.reduce([BITS[k] for k in keys]))
+
+    index = LayoutIndex.from_blocks("t", [Block(i, k, r) for i, (k, r) in enumerate(zip(block_keys, block_rows))],
+                                    [c.predicate for c in CUTS])
+    routes = [route_layout(q, q, index) for q in QUERIES]
+    return sum(len(r.blocks) for r in routes), sum(r.rows for r in routes)
+
+
+def test_settings_take_a_number_of_trees_or_auto():
+    pando = get_optimizer("pando")
+    assert pando.resolve({})["trees"] == 3
+    assert pando.resolve({"trees": "auto"})["trees"] == "auto"
+    assert pando.resolve({"trees": "2"})["trees"] == 2
+    with pytest.raises(PlanError, match="pando takes 1 to 8 trees .or auto., not 0"):
+        pando.resolve({"trees": 0})
+    with pytest.raises(PlanError, match="pando takes 1 to 8 trees .or auto., not 50"):
+        pando.resolve({"trees": 50})
+    with pytest.raises(PlanError, match="setting trees takes an integer or auto, not 'many'"):
+        pando.resolve({"trees": "many"})
+    with pytest.raises(PlanError, match="max_tuples must be positive"):
+        pando.resolve({"max_tuples": 0})
+
+
+def test_mto_reads_whole_leaves_for_the_other_column():
+    # mto: root cut on x < 50 (ties with y < 50, lowest cut wins); a cut on
+    # y < 50 below it would leave 5 rows (< 10). Two leaves of 50 rows, 5
+    # blocks each. q0, q1 read one leaf; q2, q3 read both.
+    plan = _plan("mto")
+    assert isinstance(plan.assignment, TreeBlocks)
+    assert plan.assignment.leaf_n_blocks == (5, 5)
+    leaf0, leaf1 = ["11", "10"], ["01", "00"]
+    assert _blocks_read([leaf0] * 5 + [leaf1] * 5, [10] * 10) == (5 + 5 + 10 + 10, 300)
+
+
+def test_pando_two_trees_read_fewer_blocks_than_mto_on_correlated_columns():
+    # Tree 0 cuts x < 50, tree 1 cuts y < 50 (in tree 0 it would save nothing
+    # more: the queries on y skip those rows through tree 1). Cells, in
+    # lexicographic order of (leaf in tree 0, leaf in tree 1):
+    #   (0,0) = "11": 45 rows -> 45 // 10 = 4 blocks (12, 11, 11, 11), blocks 0-3
+    #   (0,1) = "10":  5 rows -> merged with (1,0) into one block of 10, block 4
+    #   (1,0) = "01":  5 rows
+    #   (1,1) = "00": 45 rows -> blocks 5-8
+    plan = _plan("pando", trees=2)
+    rule = plan.assignment
+    assert isinstance(rule, TupleBlocks) and rule.k == 2
+    assert rule.cells == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert rule.cell_first_block == (0, 4, 4, 5) and rule.cell_n_blocks == (4, 1, 1, 4)
+    assert plan.expected_block_rows == (12, 11, 11, 11, 10, 12, 11, 11, 11)
+    assert rule.sort_columns == ("x",)
+    assert plan.choices["trees"] == 2 and plan.choices["k_tuples"] == 4
+    # Each query reads its 45-row cell (4 blocks) and the outlier block: 5 blocks, 55 rows.
+    blocks = [["11"]] * 4 + [["10", "01"]] + [["00"]] * 4
+    assert _blocks_read(blocks, [12, 11, 11, 11, 10, 12, 11, 11, 11]) == (20, 220)
+    # mto above: 30 blocks and 300 rows
+
+
+def test_one_tree_is_mtos_plan():
+    rng = np.random.default_rng(7)
+    keys = tuple(sorted({"".join(rng.choice(["0", "1"], 2)) for _ in range(10)}))
+    sample = VectorSample(keys, rng.integers(1, 60, len(keys)), 400)
+    settings = {"block_rows": 40, "sample_rows": 0}
+    mto = plan_layout("mto", T, sample, CUTS, XY_WORKLOAD, settings)
+    pando = plan_layout("pando", T, sample, CUTS, XY_WORKLOAD, {**settings, "trees": 1})
+    assert pando.optimizer == "pando" and pando.choices == {"trees": 1}
+    assert pando.assignment == mto.assignment
+    assert pando.expected_block_rows == mto.expected_block_rows
+
+
+def test_trees_auto_keeps_the_smallest_k_within_two_percent_of_the_best():
+    # Each k is fitted to one half of the queries and measured on the other:
+    # {q0 x < 40, q2 y < 40} and {q1 x > 60, q3 y > 60} (alternate distinct
+    # rows). Fitted to q0 and q2: k = 1 (mto) cuts x < 50, two leaves of 50
+    # rows; q1 reads the 50 rows with x >= 50, q3 all 100 (no tree or cut
+    # bit rules out y): 150 / 200. k = 2 cuts x < 50 in one tree and y < 50
+    # in the other, the two 5-row outlier cells share one block: q1 and q3
+    # each read a 45-row cell and that block, 110 / 200. k = 3 and 4 add
+    # single-leaf trees. The other way round is the mirror image.
+    plan = _plan("pando", trees="auto")
+    assert plan.choices["trees_evaluated"] == [[1, 0.75], [2, 0.55], [3, 0.55], [4, 0.55]]
+    assert plan.choices["trees_evaluated_on"] == "held-out queries"
+    assert plan.choices["trees"] == 2 and plan.assignment.k == 2
+    again = LayoutPlan.from_json(plan.to_json())  # the figures are kept with the plan (and in the catalog)
+    assert again.choices["trees_evaluated"] == [[1, 0.75], [2, 0.55], [3, 0.55], [4, 0.55]]
+    assert again.assignment == plan.assignment
+
+
+def test_trees_auto_keeps_one_tree_when_more_trees_fit_only_the_training_literals():
+    # q0 x < 40 and q1 y < 40. Measured on themselves, k = 2 (the Fig. 2 plan,
+    # 55 + 55 rows) beats mto (q0 50, q1 100 rows). Fitted to q0 alone, every
+    # k cuts only x < 50, and q1 reads all 100 rows (and the mirror image):
+    # no k generalizes better than one tree, so auto keeps mto's plan.
+    workload = PlanWorkload(implies=((True, False), (False, True)), disjoint=((False, False), (False, False)),
+                            range_columns=("x",))
+    plan = plan_layout("pando", T, XY, CUTS, workload, {"block_rows": 10, "sample_rows": 0, "trees": "auto"})
+    assert plan.choices["trees_evaluated"] == [[1, 1.0], [2, 1.0], [3, 1.0], [4, 1.0]]
+    assert plan.choices["trees"] == 1 and isinstance(plan.assignment, TreeBlocks)
+    assert plan.assignment == plan_layout("mto", T, XY, CUTS, workload,
+                                          {"block_rows": 10, "sample_rows": 0}).assignment
+
+
+def test_trees_auto_measures_on_the_training_queries_when_they_cannot_be_split():
+    # One query, q0 x < 40: every k cuts x < 50 and q0 reads 50 of 100 rows.
+    workload = PlanWorkload(implies=((True, False),), disjoint=((False, False),), range_columns=("x",))
+    plan = plan_layout("pando", T, XY, CUTS, workload, {"block_rows": 10, "sample_rows": 0, "trees": "auto"})
+    assert plan.choices["trees_evaluated_on"] == "training queries"
+    assert plan.choices["trees_evaluated"] == [[1, 0.5], [2, 0.5], [3, 0.5], [4, 0.5]]
+    assert plan.choices["trees"] == 1
+
+
+def test_held_out_halves_keep_identical_references_together():
+    from layout_core.algorithms.pando import held_out_halves
+    from layout_core.algorithms.types import Workload
+
+    # references: a, b, a (the same predicate again), c, b -> halves {a, a, c} and {b, b}
+    a, b, c = (True, False), (False, True), (False, False)
+    implies = np.array([a, b, a, c, b])
+    disjoint = np.zeros((5, 2), dtype=bool)
+    disjoint[3, 0] = True  # c: disjoint with cut 0
+    first, second = held_out_halves(Workload(implies, disjoint, np.array([1.0, 2.0, 3.0, 4.0, 5.0])))
+    assert first.implies.tolist() == [list(a), list(a), list(c)] and first.weights.tolist() == [1.0, 3.0, 4.0]
+    assert first.disjoint.tolist() == [[False, False], [False, False], [True, False]]
+    assert second.implies.tolist() == [list(b), list(b)] and second.weights.tolist() == [2.0, 5.0]
+    # one distinct reference cannot be split: trees=auto measures on the training queries
+    assert held_out_halves(Workload(np.array([a, a]), np.zeros((2, 2), dtype=bool))) is None
+    # nor can a half whose queries never run (weight 0)
+    assert held_out_halves(Workload(np.array([a, b]), np.zeros((2, 2), dtype=bool), np.array([1.0, 0.0]))) is None
+
+
+def test_a_workload_without_usable_predicates_is_one_leaf_in_sort_order(caplog):
+    with caplog.at_level(logging.WARNING, "layout.pando"):
+        plan = plan_layout("pando", T, VectorSample(("",), [95], 95), [], PlanWorkload(),
+                           {"block_rows": 10, "sample_rows": 0, "sort_column": "y"})
+    assert "no usable predicate" in caplog.text
+    assert isinstance(plan.assignment, TreeBlocks) and plan.assignment.leaf_n_blocks == (9,)
+    assert plan.assignment.sort_columns == ("y",)
+
+
+def test_a_table_smaller_than_one_block_is_one_block():
+    small = VectorSample(("11", "10", "01", "00"), [4, 1, 1, 4], 10)
+    plan = plan_layout("pando", T, small, CUTS, XY_WORKLOAD, {"block_rows": 50, "sample_rows": 0, "trees": 2})
+    assert plan.n_blocks == 1 and plan.expected_block_rows == (10,)
+
+
+def test_duplicate_and_contradictory_cuts_change_nothing():
+    # cut 2 repeats cut 0; cut 3 holds for no row (every query is disjoint with it)
+    cuts = CUTS + [CandidateCut(Compare(X, "<", 50)), CandidateCut(Compare(X, "<", -1000))]
+    sample = VectorSample(("1110", "1010", "0100", "0000"), [45, 5, 5, 45], 100)
+    workload = PlanWorkload(implies=tuple(r + (r[0], False) for r in XY_WORKLOAD.implies),
+                            disjoint=tuple(r + (r[0], True) for r in XY_WORKLOAD.disjoint))
+    plan = plan_layout("pando", T, sample, cuts, workload, {"block_rows": 10, "sample_rows": 0, "trees": 2})
+    assert plan.assignment.cells == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert plan.assignment.cell_n_blocks == (4, 1, 1, 4)
+
+
+def test_unseen_k_tuples_fall_back_to_a_block_of_their_tree_0_leaf():
+    rule = _plan("pando", trees=2).assignment
+    # tree 0's leaf 0 ("1?") has cells (0,0) of 45 rows and (0,1) of 5: the larger one's first block
+    assert rule.fallback_block == (0, 5)
+    assert len(rule.routing_trees) == 2
+
+
+def test_the_plan_keeps_the_queries_each_leaf_is_admitted_by():
+    rule = _plan("pando", trees=2).assignment
+    # tree 0 (x < 50): leaf 0 is skipped by q1 (x > 60), leaf 1 by q0 (x < 40);
+    # tree 1 (y < 50): leaf 0 by q3 (y > 60), leaf 1 by q2 (y < 40). Bits q0..q3, packed.
+    assert rule.leaf_reads == (("b0", "70"), ("e0", "d0"))
+    assert rule.query_weights == (1.0, 1.0, 1.0, 1.0)
+    assert [a.tolist() for a in rule.admissions()[0].T] == [[True, False, True, True], [False, True, True, True]]
+
+
+def test_cells_the_sample_never_saw_go_where_they_add_the_fewest_rows_read():
+    from layout_core.algorithms.pando import place_cells
+
+    # Blocks: b0 100 rows read by q0, b1 100 rows read by q1; weights q0 = 2, q1 = 1, q2 = 1.
+    planned = np.array([[True, False], [False, True], [False, False]])
+    weights = np.array([2.0, 1.0, 1.0])
+    # Adding r rows read by A to a block of R rows read by B costs R w(A - B) + r w(B - A):
+    #   u0, 10 rows read by q0:      b0 100*0 + 10*0 = 0;    b1 100*2 + 10*1 = 210  -> b0
+    #   u1, 10 rows read by nobody:  b0 10*2 = 20;           b1 10*1 = 10           -> b1
+    #   u2, 10 rows read by q0, q1:  b0 100*1 = 100;         b1 100*2 = 200         -> b0
+    #   u3, 10 rows read by q2:      b0 100*1 + 10*2 = 120;  b1 100*1 + 10*1 = 110 -> b1
+    new_reads = np.array([[True, False, True, False], [False, False, True, False], [False, False, False, True]])
+    got = place_cells(new_reads, np.array([10, 10, 10, 10]), planned, np.array([100, 100]), weights)
+    assert got.tolist() == [0, 1, 0, 1]
+    # nothing to place; a tie goes to the lower block
+    assert place_cells(np.zeros((3, 0), bool), np.zeros(0), planned, np.array([100, 100]), weights).tolist() == []
+    assert place_cells(np.zeros((3, 1), bool), np.array([5]), planned, np.array([100, 100]),
+                       np.ones(3)).tolist() == [0]
+
+
+def test_a_block_that_took_a_new_cell_draws_the_next_one_placed_after_it(monkeypatch):
+    from layout_core.algorithms import pando
+
+    # b0: 10 rows read by q0 (weight 2); b1: 40 rows read by q1 (weight 1). Two new cells read
+    # by q2 (weight 1), of 20 and 60 rows. Against the planned blocks:
+    #   the 60: b0 10*1 + 60*2 = 130, b1 40*1 + 60*1 = 100 -> b1
+    #   the 20: b0 10*1 + 20*2 = 50,  b1 40*1 + 20*1 = 60  -> b0
+    # One at a time, largest first: after the 60, b1 holds 100 rows read by q1 and q2, and
+    #   the 20: b0 50, b1 100*0 + 20*1 = 20 -> b1.
+    planned = np.array([[True, False], [False, True], [False, False]])
+    new_reads = np.array([[False, False], [False, False], [True, True]])
+    weights = np.array([2.0, 1.0, 1.0])
+    args = (new_reads, np.array([20, 60]), planned, np.array([10, 40]), weights)
+    assert pando.place_cells(*args).tolist() == [0, 1]  # one chunk: both against the planned blocks
+    monkeypatch.setattr(pando, "_PLACE_CHUNK", 1)
+    assert pando.place_cells(*args).tolist() == [1, 1]
+
+
+def test_a_new_k_tuple_of_the_fig_2_plan_joins_the_block_of_the_outliers():
+    from dataclasses import replace
+
+    from layout_core.optimizers.pando import place_unseen_cells
+
+    plan = _plan("pando", trees=2)
+    # Blocks (see above): 0-3 cell (0,0), read by q0 q2 (12, 11, 11, 11 rows); 4 cells (0,1) and
+    # (1,0), read by all four (10 rows); 5-8 cell (1,1), read by q1 q3 (12, 11, 11, 11 rows).
+    # 5 more rows of (1,0), read by q1 q2, cost R w(A - B) + r w(B - A):
+    #   block 0: 12*1 + 5*1 = 17, blocks 1-3: 16; block 4: 10*0 + 5*2 = 10; block 5: 17, 6-8: 16.
+    got = place_unseen_cells(plan.assignment, plan.expected_block_rows, [(1, 0)], [5])
+    assert got.tolist() == [4]
+    # a plan written before the leaves' queries were kept: the fallback block of the tree-0 leaf
+    old = replace(plan.assignment, leaf_reads=(), query_weights=())
+    assert place_unseen_cells(old, plan.expected_block_rows, [(1, 0), (0, 1)], [5, 5]).tolist() == [5, 0]

@@ -1,0 +1,241 @@
+"""diP exchange in the router, worked by hand on small TPC-H-shaped layouts."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import namedtuple
+
+import numpy as np
+
+from layout_core.base.schema import load_schema
+from layout_core.predicates import ColumnStats, value_to_json
+from layout_core.skipping.dips import DataPred, key_ranges
+from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
+from layout_core.skipping.zonemaps import ZoneMaps
+
+SCHEMA = load_schema("tpch")
+Block = namedtuple("Block", "block_id row_count stats union_bits all_bits")
+
+
+def _stats(lo=None, hi=None, nulls=0, ranges=None):
+    s = {"min": value_to_json(lo), "max": value_to_json(hi), "null_count": nulls}
+    if ranges:
+        s["ranges"] = [[value_to_json(a), value_to_json(b)] for a, b in ranges]
+    return s
+
+
+def _layout(table, blocks, rows=10):
+    """blocks: per block, {column: _stats(...)}; block ids 10, 11, ..."""
+    return LayoutIndex.from_blocks(table, [Block(10 + i, rows, s, 0, 0) for i, s in enumerate(blocks)], [],
+                                   version_id=1)
+
+
+# customer: block 10 holds segment BUILDING with keys 1-100, block 11 MACHINERY with keys 101-200
+CUSTOMER = _layout("customer", [
+    {"c_custkey": _stats(1, 100), "c_mktsegment": _stats("BUILDING", "BUILDING")},
+    {"c_custkey": _stats(101, 200), "c_mktsegment": _stats("MACHINERY", "MACHINERY")},
+])
+# orders: by customer key, then order key ranges
+ORDERS = _layout("orders", [
+    {"o_custkey": _stats(1, 50), "o_orderkey": _stats(1, 1000)},
+    {"o_custkey": _stats(51, 100), "o_orderkey": _stats(1001, 2000)},
+    {"o_custkey": _stats(101, 200), "o_orderkey": _stats(2001, 3000)},
+    {"o_custkey": _stats(None, None, nulls=10), "o_orderkey": _stats(3001, 4000)},  # NULL customers only
+])
+# lineitem: order key ranges; block 13's keys have a hole (range set) between 1500 and 3500
+LINEITEM = _layout("lineitem", [
+    {"l_orderkey": _stats(1, 900)},
+    {"l_orderkey": _stats(950, 1100)},
+    {"l_orderkey": _stats(2500, 2600)},
+    {"l_orderkey": _stats(1, 4000, ranges=[(1, 10), (3900, 4000)])},
+    {},  # no statistics at all
+])
+INDEX = RoutingIndex({"customer": (CUSTOMER,), "orders": (ORDERS,), "lineitem": (LINEITEM,)}, {})
+
+
+def _blocks(route, alias):
+    (ref,) = [r for r in route.refs if r.alias == alias]
+    return sorted(ref.blocks)
+
+
+def test_a_dimension_filter_reaches_the_fact_table_through_two_joins():
+    sql = """SELECT count(*) FROM customer c, orders o, lineitem l
+             WHERE c.c_custkey = o.o_custkey AND o.o_orderkey = l.l_orderkey AND c.c_mktsegment = 'BUILDING'"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "c") == [10]
+    # custkeys 1-100: orders blocks 10 and 11 (12 holds 101-200, 13 only NULL customers)
+    assert _blocks(route, "o") == [10, 11]
+    # order keys 1-2000: lineitem 10, 11, 13 (its range 1-10) and 14 (no statistics); not 12 (2500-2600)
+    assert _blocks(route, "l") == [10, 11, 13, 14]
+    plain = route_query(sql, INDEX, SCHEMA, dips=False)
+    assert _blocks(plain, "o") == [10, 11, 12, 13] and _blocks(plain, "l") == [10, 11, 12, 13, 14]
+    assert route.dips_built >= 2
+    removed = {(d.edge.from_column, d.edge.to_column): d.removed for d in route.dips}
+    assert removed[("c_custkey", "o_custkey")] == ((12, 13),)
+    assert removed[("o_orderkey", "l_orderkey")] == ((12,),)
+
+
+def test_the_range_set_hole_lets_a_block_be_skipped_that_min_max_would_read():
+    sql = """SELECT count(*) FROM orders o JOIN lineitem l ON o.o_orderkey = l.l_orderkey
+             WHERE o.o_custkey BETWEEN 120 AND 130"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [12]  # order keys 2001-3000
+    # lineitem 13 spans 1-4000 by min/max, but holds only 1-10 and 3900-4000
+    assert _blocks(route, "l") == [12, 14]
+
+
+def test_diPs_go_from_the_preserved_side_of_a_left_join_only():
+    filtered_preserved = """SELECT o.o_orderkey, l.l_quantity FROM orders o
+                            LEFT JOIN lineitem l ON o.o_orderkey = l.l_orderkey WHERE o.o_custkey <= 50"""
+    route = route_query(filtered_preserved, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [10]
+    assert _blocks(route, "l") == [10, 11, 13, 14]  # keys 1-1000 reach the NULL-supplying side
+    filtered_nullable = """SELECT l.l_linenumber, o.o_orderstatus FROM lineitem l
+                           LEFT JOIN orders o ON o.o_orderkey = l.l_orderkey AND o.o_custkey <= 50"""
+    route = route_query(filtered_nullable, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [10, 11, 12, 13, 14]  # every lineitem row is in the answer
+    assert _blocks(route, "o") == [10]
+
+
+def test_an_anti_join_never_shrinks_its_outer_side():
+    sql = """SELECT o.o_orderkey FROM orders o WHERE NOT EXISTS
+             (SELECT * FROM lineitem l WHERE l.l_orderkey = o.o_orderkey AND l.l_orderkey < 900)"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [10, 11, 12, 13]
+
+
+def test_null_join_keys_match_nothing_and_unknown_statistics_match_everything():
+    sql = "SELECT count(*) FROM customer c JOIN orders o ON c.c_custkey = o.o_custkey"
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [10, 11, 12]  # block 13's customer keys are all NULL
+    # lineitem block 14 has no l_orderkey statistics: it never originates a diP, so orders keeps all
+    sql = "SELECT count(*) FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey"
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [10, 11, 12, 13]
+    assert ("l_orderkey", "o_orderkey") not in {(d.edge.from_column, d.edge.to_column) for d in route.dips}
+
+
+def test_an_empty_table_gives_its_inner_join_partner_nothing_to_read():
+    empty = RoutingIndex({"customer": (_layout("customer", []),), "orders": (ORDERS,)}, {})
+    sql = "SELECT count(*) FROM customer c JOIN orders o ON c.c_custkey = o.o_custkey"
+    route = route_query(sql, empty, SCHEMA)
+    assert _blocks(route, "c") == [] and _blocks(route, "o") == []
+    left = "SELECT count(*) FROM orders o LEFT JOIN customer c ON c.c_custkey = o.o_custkey"
+    assert _blocks(route_query(left, empty, SCHEMA), "o") == [10, 11, 12, 13]
+
+
+def test_a_join_on_an_expression_carries_no_diP():
+    sql = """SELECT count(*) FROM customer c JOIN orders o ON c.c_custkey + 1 = o.o_custkey
+             WHERE c.c_mktsegment = 'BUILDING'"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [10, 11, 12, 13] and route.dips == ()
+
+
+def test_a_cycle_of_joins_settles_and_keeps_what_every_edge_admits():
+    # l1 -- l2 on the order key, l2 -- o and o -- l1 on the order key as well: a triangle
+    sql = """SELECT count(*) FROM lineitem l1, lineitem l2, orders o
+             WHERE l1.l_orderkey = l2.l_orderkey AND l2.l_orderkey = o.o_orderkey
+               AND o.o_orderkey = l1.l_orderkey AND o.o_custkey > 150"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [12]
+    assert _blocks(route, "l1") == _blocks(route, "l2") == [12, 14]
+
+
+def test_route_json_says_which_diP_removed_which_blocks():
+    sql = """SELECT count(*) FROM orders o JOIN lineitem l ON o.o_orderkey = l.l_orderkey
+             WHERE o.o_custkey BETWEEN 120 AND 130"""
+    out = route_query(sql, INDEX, SCHEMA).to_json()
+    assert {"edge": "diP o.o_orderkey -> l.l_orderkey", "to": out["dips"][0]["to"],
+            "blocks_removed": [10, 11, 13]} in out["dips"]
+
+
+def test_a_diP_is_the_merged_union_of_the_kept_blocks_ranges():
+    zm = ZoneMaps.of([{"k": ColumnStats(1, 9, 0, 3, ((1, 2), (8, 9)))}, {"k": ColumnStats(2, 5, 0, 3)},
+                      {"k": ColumnStats(20, 30, 0, 3)}], [3, 3, 3])
+    ranges = key_ranges(zm.columns["k"])
+    dip = DataPred.union([(ranges, np.array([True, True, False]))])
+    assert [(round(a), round(b)) for a, b in zip(dip.starts, dip.ends)] == [(1, 5), (8, 9)]
+    target = key_ranges(ZoneMaps.of([{"k": ColumnStats(6, 7, 0, 1)}, {"k": ColumnStats(5, 6, 0, 1)},
+                                     {"k": ColumnStats(9, 12, 0, 1)}], [1, 1, 1]).columns["k"])
+    assert list(dip.meets(target)) == [False, True, True]
+
+
+def test_dates_and_strings_make_diPs_too():
+    days = key_ranges(ZoneMaps.of([{"d": ColumnStats(dt.date(2024, 1, 1), dt.date(2024, 1, 31), 0, 1)}],
+                                  [1]).columns["d"])
+    other = key_ranges(ZoneMaps.of([{"d": ColumnStats(dt.date(2024, 2, 1), dt.date(2024, 2, 2), 0, 1)},
+                                    {"d": ColumnStats(dt.date(2024, 1, 31), dt.date(2024, 2, 2), 0, 1)}],
+                                   [1, 1]).columns["d"])
+    assert list(DataPred.union([(days, np.array([True]))]).meets(other)) == [False, True]
+    names = key_ranges(ZoneMaps.of([{"s": ColumnStats("apple", "banana", 0, 1)}], [1]).columns["s"])
+    probe = key_ranges(ZoneMaps.of([{"s": ColumnStats("cherry", "date", 0, 1)},
+                                    {"s": ColumnStats("b", "c", 0, 1)}], [1, 1]).columns["s"])
+    assert list(DataPred.union([(names, np.array([True]))]).meets(probe)) == [False, True]
+    # two families exchange nothing
+    assert list(DataPred.union([(names, np.array([True]))]).meets(other)) == [True, True]
+
+
+def test_a_full_join_passes_no_diP_either_way():
+    sql = """SELECT o.o_orderkey, l.l_quantity FROM orders o FULL JOIN lineitem l ON o.o_orderkey = l.l_orderkey
+             WHERE o.o_custkey <= 50 OR o.o_custkey IS NULL"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [10, 11, 12, 13, 14] and route.dips == ()
+
+
+def test_a_derived_table_with_group_by_neither_sends_nor_receives():
+    sql = """SELECT o.o_orderkey, t.n FROM orders o,
+             (SELECT l.l_orderkey, count(*) AS n FROM lineitem l GROUP BY l.l_orderkey) t
+             WHERE t.l_orderkey = o.o_orderkey AND o.o_custkey <= 50"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [10, 11, 12, 13, 14]  # its groups are counted over all its rows
+
+
+def test_in_over_a_group_by_of_the_key_passes_diPs_both_ways():
+    sql = """SELECT l.l_quantity FROM lineitem l WHERE l.l_orderkey IN
+             (SELECT o.o_orderkey FROM orders o WHERE o.o_custkey BETWEEN 120 AND 130 GROUP BY o.o_orderkey)"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [12]
+    assert _blocks(route, "l") == [12, 14]
+
+
+def test_except_passes_no_diP_between_its_sides():
+    sql = """SELECT o.o_orderkey FROM orders o WHERE o.o_custkey <= 50
+             EXCEPT SELECT l.l_orderkey FROM lineitem l"""
+    route = route_query(sql, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [10, 11, 12, 13, 14]
+
+
+def test_an_edge_without_statistics_says_so():
+    sql = "SELECT count(*) FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey"
+    route = route_query(sql, INDEX, SCHEMA)
+    assert any("statistics are unknown" in note for note in route.dip_notes), route.dip_notes
+    sql = "SELECT count(*) FROM orders o JOIN lineitem l ON l.l_suppkey = o.o_custkey WHERE o.o_custkey < 5"
+    route = route_query(sql, INDEX, SCHEMA)
+    assert any("l_suppkey has no usable statistics" in note for note in route.dip_notes), route.dip_notes
+
+
+def test_explain_names_what_skipped_each_block():
+    from layout_core.skipping.explain import explain_query
+
+    sql = """SELECT count(*) FROM customer c, orders o, lineitem l
+             WHERE c.c_custkey = o.o_custkey AND o.o_orderkey = l.l_orderkey AND c.c_mktsegment = 'BUILDING'"""
+    out = explain_query(sql, INDEX, SCHEMA).to_json()
+    by_alias = {r["alias"]: r for r in out["refs"]}
+    assert by_alias["c"]["skipped"] == [{"block_id": 11, "by": "statistics: c_mktsegment = 'BUILDING'"}]
+    assert by_alias["o"]["skipped"] == [{"block_id": 12, "by": "diP c.c_custkey -> o.o_custkey"},
+                                        {"block_id": 13, "by": "diP c.c_custkey -> o.o_custkey"}]
+    assert by_alias["l"]["skipped"] == [{"block_id": 12, "by": "diP o.o_orderkey -> l.l_orderkey"}]
+    assert (by_alias["l"]["blocks_read"], by_alias["l"]["blocks_total"]) == (4, 5)
+    plain = explain_query(sql, INDEX, SCHEMA, dips=False).to_json()
+    assert [r["skipped"] for r in plain["refs"] if r["alias"] == "l"] == [[]]
+
+
+def test_explain_of_a_never_true_predicate_and_of_bad_sql():
+    from layout_core.skipping.explain import explain_query
+
+    out = explain_query("SELECT * FROM orders o WHERE o.o_custkey < 1 AND o.o_custkey > 2", INDEX, SCHEMA)
+    (ref,) = out.to_json()["refs"]
+    assert ref["blocks_read"] == 0
+    assert {s["by"] for s in ref["skipped"]} == {"the query's predicate on this table is never TRUE"}
+    bad = explain_query("SELEC nonsense", INDEX, SCHEMA).to_json()
+    assert bad["analyzed"] is False and bad["refs"] == []
