@@ -45,15 +45,14 @@ from pyspark.sql import functions as F
 
 from layout_core.base.config import load_settings
 from layout_core.base.errors import UserError
-from layout_core.base.names import BLOCK_ID_COLUMN
+from layout_core.base.names import BLOCK_ID_COLUMN, MAX_BLOCK_ROWS
 from layout_core.catalog import Catalog
 from layout_core.spark.blocks import write_block_folders
 from layout_core.spark.session import local_session
 
 CALIBRATE_FOLDER = "_calibrate"  # under the warehouse: <warehouse>/_calibrate/<uuid>
 
-MIN_BLOCK_ROWS = 1_000
-MAX_BLOCK_ROWS = 10_000_000
+MIN_BLOCK_ROWS = 1_000  # the largest is base.names.MAX_BLOCK_ROWS, as for any block; MAX_TOTAL_ROWS bounds the run
 MAX_BLOCKS = 1_000
 MAX_ROUNDS = 100
 MAX_TOTAL_ROWS = 50_000_000  # block_rows * blocks: all of it is cached in memory (and disk)
