@@ -191,9 +191,7 @@ def test_the_subcommand_has_its_flags_and_help(capsys):
 
 @pytest.mark.slow
 def test_calibrate_command_measures_and_stores_w(spark, tmp_path, monkeypatch, capsys):
-    from layout_core.spark import session as spark_session
-
-    monkeypatch.setattr(spark_session, "local_session", lambda name: KeepOpen(spark))
+    monkeypatch.setattr(calibrate_mod, "local_session", lambda name: KeepOpen(spark))
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
     warehouse = tmp_path / "warehouse"
     flags = ["calibrate", "--block-rows", "2000", "--blocks", "2", "--rounds", "1",
@@ -218,12 +216,11 @@ def test_calibrate_command_measures_and_stores_w(spark, tmp_path, monkeypatch, c
 
 
 def test_calibrate_command_refuses_bad_flags_before_starting_spark(tmp_path, monkeypatch):
-    from layout_core.spark import session as spark_session
 
     def no_spark(name):
         raise AssertionError("Spark started")
 
-    monkeypatch.setattr(spark_session, "local_session", no_spark)
+    monkeypatch.setattr(calibrate_mod, "local_session", no_spark)
     args = parser().parse_args(["calibrate", "--block-rows", "10", "--catalog",
                                 f"sqlite:///{tmp_path / 'c.db'}", "--warehouse", str(tmp_path)])
     with pytest.raises(UserError, match="block_rows must be from 1000"):
