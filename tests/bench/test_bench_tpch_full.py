@@ -10,77 +10,21 @@ the rewritten queries give the raw tables' answers in Spark.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+
+# B1's tests, collected here again with this module's larger b1
+from tests.spark.test_bench_tpch import (  # noqa: F401
+    run_b1, test_b1_reports_what_the_issue_asks_for, test_diPs_only_ever_skip_more,
+    test_no_layout_reads_fewer_rows_than_the_queries_need, test_rewritten_queries_give_the_raw_answers_on_every_layout,
+)
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def b1(tmp_path_factory):
-    work = tmp_path_factory.mktemp("b1")
-    # its own process: B1 starts and stops a SparkSession of its own
-    done = subprocess.run(
-        [sys.executable, "-m", "layout_core.cli", "bench", "tpch", "--sf", "0.01", "--block-rows", "1000",
-         "--per-template", "2", "--layouts", "sortkey,mto,pando-3", "--spark", "--dips",
-         "--work", str(work), "--json"],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout), work
+    return run_b1(tmp_path_factory, 1000, ("sortkey", "mto", "pando-3"))
 
 
-def test_b1_reports_what_the_issue_asks_for(b1):
-    result, work = b1
-    laid_out = {"sortkey", "mto", "pando-3", "tuned", "mto(join_key)"}  # qdtree: tests/unit/algorithms/test_qdtree.py
-    assert set(result["layouts"]) == laid_out | {f"{name}+dips" for name in laid_out}
-    for layout in result["layouts"].values():
-        assert isinstance(layout["index_bytes"], int)
-        assert isinstance(layout["blocks_read"], int) and isinstance(layout["rows_read"], int)
-        assert set(layout["stage_seconds"]) == {"featurize", "reduce", "optimize", "assign", "write"}
-        assert all(isinstance(v, float) for v in layout["stage_seconds"].values())
-        assert set(layout["tables"]) == {"region", "nation", "supplier", "customer", "part", "partsupp",
-                                         "orders", "lineitem"}
-    assert result["layouts"]["sortkey"]["blocks_vs_sortkey"] == 1.0
-    # sortkey keeps no tree; the others trees, lineage (and literal keys, pando its cell map)
-    sizes = {name: layout["index_bytes"] for name, layout in result["layouts"].items()}
-    assert sizes["sortkey"] == 0 and min(sizes["mto"], sizes["pando-3"], sizes["mto(join_key)"]) > 0
-    assert result["layouts"]["pando-3"]["plans"]["lineitem"]["choices"]["trees"] == 3
-    assert isinstance(result["lower_bound_blocks"], int) and result["lower_bound_blocks"] > 0
-    assert 0 < result["router_ms"]["p50"] <= result["router_ms"]["p99"]
-    assert result["test_queries"] == 22  # 22 templates x 2 instances, the even ones
-    assert (work / "b1_per_template.png").stat().st_size > 0
-
-
-def test_no_layout_reads_fewer_rows_than_the_queries_need(b1):
-    result, _ = b1
-    for name, layout in result["layouts"].items():
-        if name.endswith("+dips"):  # diPs may skip rows the references' own predicates admit
-            assert layout["rows_read"] >= result["semijoin_rows_needed"], name
-        else:
-            assert layout["rows_read"] >= result["rows_needed"], name
-    assert result["semijoin_rows_needed"] <= result["rows_needed"]
-    assert 0 < result["semijoin_lower_bound_blocks"] <= result["lower_bound_blocks"]
-
-
-def test_diPs_only_ever_skip_more(b1):
-    result, _ = b1
-    for name in ("sortkey", "mto", "tuned", "mto(join_key)"):
-        plain, dips = result["layouts"][name], result["layouts"][f"{name}+dips"]
-        assert dips["blocks_read"] <= plain["blocks_read"], name
-        assert dips["queries_skipping_third"] >= plain["queries_skipping_third"], name
-    assert result["best_dips"].endswith("+dips")
-    assert result["router_ms_dips"]["p50"] > 0 and result["sqlglot_ms"]["p50"] > 0
-
-
-def test_rewritten_queries_give_the_raw_answers_on_every_layout(b1):
-    spark = b1[0]["spark"]
-    assert spark["queries"] == 22
-    assert spark["identical_answers"], spark["mismatches"]
-    # "needed": each reference reads a copy of just the rows its predicate admits
-    (best,) = [k for k in spark["seconds"] if k.endswith("+dips")]  # routed with diPs on its layout's blocks
-    assert all(q[k]["equal"] for q in spark["per_query"] for k in ("sortkey", "mto", "pando-3", best, "needed"))
-    assert spark["seconds"]["needed"] > 0
+def test_pando_3_lays_lineitem_out_with_three_trees(b1):
+    assert b1[0]["layouts"]["pando-3"]["plans"]["lineitem"]["choices"]["trees"] == 3

@@ -23,22 +23,28 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def b1(tmp_path_factory):
+def run_b1(tmp_path_factory, block_rows: int, layouts: tuple[str, ...]):
+    """(B1's JSON, its work folder, the layouts asked for) of `layout bench tpch --spark --dips`
+    at SF 0.01 with 2 instances per template (tests/bench runs it larger)."""
     work = tmp_path_factory.mktemp("b1")
     # its own process: B1 starts and stops a SparkSession of its own
     done = subprocess.run(
-        [sys.executable, "-m", "layout_core.cli", "bench", "tpch", "--sf", "0.01", "--block-rows", "2000",
-         "--per-template", "2", "--layouts", "sortkey,mto", "--spark", "--dips",
+        [sys.executable, "-m", "layout_core.cli", "bench", "tpch", "--sf", "0.01", "--block-rows", str(block_rows),
+         "--per-template", "2", "--layouts", ",".join(layouts), "--spark", "--dips",
          "--work", str(work), "--json"],
         capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout), work
+    return json.loads(done.stdout), work, layouts
+
+
+@pytest.fixture(scope="module")
+def b1(tmp_path_factory):
+    return run_b1(tmp_path_factory, 2000, ("sortkey", "mto"))
 
 
 def test_b1_reports_what_the_issue_asks_for(b1):
-    result, work = b1
-    laid_out = {"sortkey", "mto", "tuned", "mto(join_key)"}  # qdtree: tests/unit/algorithms/test_qdtree.py; pando-3: tests/bench
+    result, work, asked = b1
+    laid_out = {*asked, "tuned", "mto(join_key)"}  # --dips adds these; qdtree: tests/unit/algorithms/test_qdtree.py
     assert set(result["layouts"]) == laid_out | {f"{name}+dips" for name in laid_out}
     for layout in result["layouts"].values():
         assert isinstance(layout["index_bytes"], int)
@@ -50,7 +56,7 @@ def test_b1_reports_what_the_issue_asks_for(b1):
     assert result["layouts"]["sortkey"]["blocks_vs_sortkey"] == 1.0
     # sortkey keeps no tree; the others trees, lineage (and literal keys, pando its cell map)
     sizes = {name: layout["index_bytes"] for name, layout in result["layouts"].items()}
-    assert sizes["sortkey"] == 0 and min(sizes["mto"], sizes["mto(join_key)"]) > 0
+    assert sizes["sortkey"] == 0 and min(sizes[name] for name in (*asked, "mto(join_key)") if name != "sortkey") > 0
     assert isinstance(result["lower_bound_blocks"], int) and result["lower_bound_blocks"] > 0
     assert 0 < result["router_ms"]["p50"] <= result["router_ms"]["p99"]
     assert result["test_queries"] == 22  # 22 templates x 2 instances, the even ones
@@ -58,7 +64,7 @@ def test_b1_reports_what_the_issue_asks_for(b1):
 
 
 def test_no_layout_reads_fewer_rows_than_the_queries_need(b1):
-    result, _ = b1
+    result, _, _ = b1
     for name, layout in result["layouts"].items():
         if name.endswith("+dips"):  # diPs may skip rows the references' own predicates admit
             assert layout["rows_read"] >= result["semijoin_rows_needed"], name
@@ -69,7 +75,7 @@ def test_no_layout_reads_fewer_rows_than_the_queries_need(b1):
 
 
 def test_diPs_only_ever_skip_more(b1):
-    result, _ = b1
+    result, _, _ = b1
     for name in ("sortkey", "mto", "tuned", "mto(join_key)"):
         plain, dips = result["layouts"][name], result["layouts"][f"{name}+dips"]
         assert dips["blocks_read"] <= plain["blocks_read"], name
@@ -79,10 +85,11 @@ def test_diPs_only_ever_skip_more(b1):
 
 
 def test_rewritten_queries_give_the_raw_answers_on_every_layout(b1):
-    spark = b1[0]["spark"]
+    result, _, asked = b1
+    spark = result["spark"]
     assert spark["queries"] == 22
     assert spark["identical_answers"], spark["mismatches"]
     # "needed": each reference reads a copy of just the rows its predicate admits
     (best,) = [k for k in spark["seconds"] if k.endswith("+dips")]  # routed with diPs on its layout's blocks
-    assert all(q[k]["equal"] for q in spark["per_query"] for k in ("sortkey", "mto", best, "needed"))
+    assert all(q[k]["equal"] for q in spark["per_query"] for k in (*asked, best, "needed"))
     assert spark["seconds"]["needed"] > 0
