@@ -15,7 +15,10 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: install chromium test test-bench test-fast demo bench airflow airflow-stop clean
 
+# The class archive layout jobs' drivers start from (layout_core/base/jvm.py): made once,
+# again when Java, Spark or its jars change.
 install: $(STAMP)
+	$(PY) -m layout_core.spark.class_archive
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -7,6 +7,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+from layout_core.base.jvm import driver_java_options
+
 
 def local_session(app_name: str, master: str | None = None, extra: dict | None = None):
     """A SparkSession on loopback with the UI off; master defaults to local[2].
@@ -26,9 +28,8 @@ def local_session(app_name: str, master: str | None = None, extra: dict | None =
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.driver.memory", os.environ.get("LAYOUT_SPARK_DRIVER_MEMORY", "4g"))
-        # C1 only starts faster; its code cache must be larger than the default 48 MB or a
-        # long job fills it and the JIT switches off (everything then runs interpreted).
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m")
+        # short jobs start faster (the JIT's quick tier, the class archive): layout_core.base.jvm
+        .config("spark.driver.extraJavaOptions", driver_java_options())
         .config("spark.sql.session.timeZone", "UTC")
     )
     for key, value in (extra or {}).items():

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from layout_core.airflow.processes import alive, proc_stat, process_tree, stop_processes
 from layout_core.base.errors import ToolError
+from layout_core.base.jvm import driver_java_options
 
 
 def spark_home() -> Path:
@@ -31,7 +32,9 @@ def spark_home() -> Path:
 def _env() -> dict:
     env = dict(os.environ)
     env.update({"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
-                "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"})
+                "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1",
+                # the master and worker start as layout jobs' drivers do (same jars: the class archive)
+                "SPARK_DAEMON_JAVA_OPTS": driver_java_options()})
     return env
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from layout_core.base.jvm import driver_java_options
 from tests.helpers.paths import PROJECT
 from tests.helpers.tpch_layouts import lineitem_1995_conf
 
@@ -181,7 +182,7 @@ class LayoutApp:
                 "spark.eventLog.enabled": "true", "spark.eventLog.dir": (folder / "events").as_uri(),
                 "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false",
                 "spark.executor.memory": "1g",
-                "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m",
+                "spark.executor.extraJavaOptions": driver_java_options(),  # executors start like drivers
             },
         }
         self.log = folder / "driver.log"

@@ -150,7 +150,8 @@ def part_of_imports(line: str) -> bool:
 
 
 @pytest.mark.parametrize("module", ["layout_core.base.names", "layout_core.base.params", "layout_core.base.errors",
-                                    "layout_core.base.urls", "layout_core.flows.names", "layout_core.runs.paths"])
+                                    "layout_core.base.urls", "layout_core.base.jvm", "layout_core.flows.names",
+                                    "layout_core.runs.paths"])
 def test_light_modules_import_only_the_standard_library(module):
     """The DAG files and the Airflow pages import these: nothing outside the standard
     library and layout_core's own light modules may come with them."""

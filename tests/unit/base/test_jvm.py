@@ -1,0 +1,50 @@
+"""The driver's JVM options: the short-job options always, the class archive once made."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from layout_core.base.jvm import class_archive_path, driver_java_options
+
+
+def test_the_archive_lives_in_the_python_environment_unless_named(monkeypatch, tmp_path):
+    monkeypatch.delenv("LAYOUT_SPARK_CLASS_ARCHIVE", raising=False)
+    assert class_archive_path() == Path(sys.prefix) / "share" / "layout" / "spark-classes.jsa"
+    monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", str(tmp_path / "mine.jsa"))
+    assert class_archive_path() == tmp_path / "mine.jsa"
+    monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", "OFF")
+    assert class_archive_path() is None
+
+
+def test_drivers_start_from_the_archive_only_once_it_exists(monkeypatch, tmp_path):
+    archive = tmp_path / "spark-classes.jsa"
+    monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", str(archive))
+    assert driver_java_options() == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+    archive.write_bytes(b"\0" * 16)
+    assert driver_java_options() == (f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
+                                     f"-XX:SharedArchiveFile={archive}")
+    monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", "off")
+    assert "SharedArchiveFile" not in driver_java_options()
+
+
+def test_an_archive_is_made_again_when_java_spark_or_the_jars_change(monkeypatch, tmp_path):
+    import json
+
+    from layout_core.spark import class_archive
+
+    archive = tmp_path / "spark-classes.jsa"
+    monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", str(archive))
+    now = {"java": 'openjdk version "17.0.15"', "spark": "4.3.0", "jars": "cc48"}
+    monkeypatch.setattr(class_archive, "made_with", lambda: now)
+    assert not class_archive.up_to_date(archive)  # none yet
+    archive.write_bytes(b"\0" * 16)
+    assert not class_archive.up_to_date(archive)  # no record of what made it
+    for changed in ({"spark": "4.2.0"}, {"java": 'openjdk version "21.0.1"'}, {"jars": "0a1b"}):
+        (tmp_path / "spark-classes.json").write_text(json.dumps({**now, **changed}))
+        assert not class_archive.up_to_date(archive), changed
+    (tmp_path / "spark-classes.json").write_text(json.dumps(now))
+    assert class_archive.up_to_date(archive)
+    assert class_archive.build() == f"class archive up to date: {archive}"
+    monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", "off")
+    assert "switched off" in class_archive.build()
