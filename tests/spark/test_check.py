@@ -1,4 +1,4 @@
-"""`layout check` on TPC-H SF 0.01 laid out by mto and by fineblock: 1,000 random
+"""`layout check` on TPC-H SF 0.01 laid out by mto and by fineblock: 300 random
 queries on DuckDB and a sample on Spark, each as written and as rewritten with
 the router's block filters, give the same answers; and the check does notice
 when a rewrite drops a block."""
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow
 # parents before children; blocks of about 1/15 of each table at SF 0.01
 BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer": 100,
               "partsupp": 600, "orders": 1000, "lineitem": 4000}
-QUERIES = 1000
-SPARK_SAMPLE = 30
+QUERIES = 300  # about a hundred of them skip blocks
+SPARK_SAMPLE = 12
 
 
 @pytest.fixture(scope="module", params=["mto", "fineblock"])
@@ -31,7 +31,7 @@ def catalog_url(request, spark, tpch_sf001, tmp_path_factory):
     use(laid_out["raw"])  # the check's Spark views read the block folders: give other tests the raw tables back
 
 
-def test_a_thousand_random_queries_give_the_same_answers_rewritten(catalog_url, tmp_path, capsys):
+def test_random_queries_give_the_same_answers_rewritten(catalog_url, tmp_path, capsys):
     report = tmp_path / "report.json"
     status = main(["check", "--catalog", catalog_url, "--queries", str(QUERIES), "--seed", "3",
                    "--spark-sample", str(SPARK_SAMPLE), "--json", "--report", str(report), "--no-progress"])
@@ -42,8 +42,8 @@ def test_a_thousand_random_queries_give_the_same_answers_rewritten(catalog_url, 
     assert status == 0
     assert printed["queries"] == QUERIES
     assert details["runs"]["duckdb"] + details["not_comparable"] >= QUERIES
-    assert details["runs"]["spark"] >= SPARK_SAMPLE - 3  # a query Spark refuses is not comparable, not lost
-    assert details["not_comparable"] <= 10, details["not_comparable_details"][:3]
+    assert details["runs"]["spark"] >= SPARK_SAMPLE - 2  # a query Spark refuses is not comparable, not lost
+    assert details["not_comparable"] <= 5, details["not_comparable_details"][:3]
     assert details["not_analyzed"] == 0
     # not vacuous: a good share of the queries did skip blocks (about 35-40% when written)
     assert printed["queries_skipping"] >= 0.2 * QUERIES

@@ -1,7 +1,8 @@
 """The nightly DAG under a real Airflow: api-server, scheduler (LocalExecutor), DAG
 processor and triggerer on 127.0.0.1 with PostgreSQL metadata
 (layout_core.airflow.deployment): the scheduler's own daily run from a landing
-folder, a backfill of the day before, a monitor run triggered through the REST
+folder, a backfill of the day before (its sensor waits for that day's batch), a monitor run
+triggered through the REST
 API; then the plugin's Layouts pages through that api-server, and a screenshot
 of them in headless Chromium."""
 
@@ -192,12 +193,12 @@ def test_a_deployment_runs_the_nightly_dag_by_its_schedule_and_backfills_past_da
     monkeypatch.setenv("LAYOUT_NIGHTLY_WAIT_TIMEOUT", "600")
     monkeypatch.setenv("LAYOUT_NIGHTLY_POKE_INTERVAL", "2")
     # the scheduler starts the run of yesterday (UTC) by itself (catchup off: that day only);
-    # a batch for each day around it: the day before for a backfill, today in case the test
-    # runs across midnight
+    # a batch for yesterday and, in case the test runs across midnight, for today; none for the
+    # day before, which a backfill plans and whose sensor then waits
     today = datetime.now(timezone.utc).date()
     rows = {str(today - timedelta(days=back)): write_landing_day(tpch_sf001, landing,
-                                                                 str(today - timedelta(days=back)), year)
-            for back, year in ((2, "1996"), (1, "1995"), (0, "1995"))}
+                                                                 str(today - timedelta(days=back)), "1995")
+            for back in (1, 0)}
 
     if shutil.which("chromium") is None:
         pytest.fail("the Layouts screenshot needs Debian's chromium: `make chromium` installs it")
@@ -233,7 +234,8 @@ def test_a_deployment_runs_the_nightly_dag_by_its_schedule_and_backfills_past_da
         assert scheduled_day in rows, scheduled
 
         # past days: a backfill (the CLI the README shows) over the day before and the scheduled
-        # day makes one run, for the day that has none; the scheduler runs it
+        # day makes one run, for the day that has none; the scheduler starts it, and its sensor
+        # waits for that day's batch, which has not landed (a landed day runs as the one above)
         day_before = str(datetime.fromisoformat(scheduled_day).date() - timedelta(days=1))
         backfill = subprocess.run(
             [_airflow(), "backfill", "create", "--dag-id", "layout_nightly", "--from-date", day_before,
@@ -242,7 +244,15 @@ def test_a_deployment_runs_the_nightly_dag_by_its_schedule_and_backfills_past_da
         assert backfill.returncode == 0, backfill.stdout[-2000:] + backfill.stderr[-3000:]
         (backfilled,) = wait_for_runs(airflow, "layout_nightly", "backfill", 1, timeout=60)
         assert backfilled["logical_date"][:10] == day_before, backfilled
-        assert airflow.wait_for_run("layout_nightly", backfilled["dag_run_id"], timeout=900) == "success"
+        wait_for_task_log(airflow, "layout_nightly", backfilled["dag_run_id"], "wait_for_input",
+                          f"waiting for the batch of lineitem {day_before}: {landing}/dt={day_before} does not exist",
+                          timeout=300)
+        states = airflow.task_states("layout_nightly", backfilled["dag_run_id"])
+        assert states.pop("wait_for_input") == "running" and set(states.values()) == {None}, states
+        # ended here, so that its sensor stops poking while the test goes on
+        status, body = airflow.request("PATCH", f"/api/v2/dags/layout_nightly/dagRuns/"
+                                       f"{urllib.parse.quote(backfilled['dag_run_id'], safe='')}", {"state": "failed"})
+        assert status == 200 and body["state"] == "failed", (status, body)
         check_layouts_pages(airflow, run_id, tmp_path)
         # the workload DAGs are there too; a monitor run on an empty history measures and stays quiet
         assert airflow.wait_for_dag("layout_reoptimize", timeout=120)["is_paused"] is False
@@ -263,13 +273,13 @@ def test_a_deployment_runs_the_nightly_dag_by_its_schedule_and_backfills_past_da
 
     assert not any(alive(pid) for pid in pids.values())
 
-    # one version per day, holding that day's batch, in blocks
+    # a version for the day that ran, holding that day's batch, in blocks; none for the day still waiting
     with Catalog(catalog_url) as catalog:
-        for day in (scheduled_day, day_before):
-            (version,) = catalog.versions("lineitem", day)
-            assert version.state == "active" and version.optimizer == "qdtree", day
-            layout = catalog.active_layout("lineitem", day)
-            assert sum(b.row_count for b in layout.blocks) == rows[day] and len(layout.blocks) > 1, day
+        (version,) = catalog.versions("lineitem", scheduled_day)
+        assert version.state == "active" and version.optimizer == "qdtree"
+        layout = catalog.active_layout("lineitem", scheduled_day)
+        assert sum(b.row_count for b in layout.blocks) == rows[scheduled_day] and len(layout.blocks) > 1
+        assert catalog.versions("lineitem", day_before) == []
 
 
 def wait_for_runs(airflow, dag_id: str, run_type: str, count: int, timeout: float) -> list[dict]:
@@ -283,6 +293,16 @@ def wait_for_runs(airflow, dag_id: str, run_type: str, count: int, timeout: floa
             assert len(body["dag_runs"]) == count, body["dag_runs"]
             return body["dag_runs"]
         time.sleep(2)
+
+
+def wait_for_task_log(airflow, dag_id: str, run_id: str, task_id: str, text: str, timeout: float) -> None:
+    """Wait until the log of the task's first attempt holds `text`."""
+    log = (airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}" / "attempt=1.log")
+    deadline = time.monotonic() + timeout
+    while not (log.exists() and text in log.read_text(errors="replace")):
+        assert time.monotonic() < deadline, (f"{task_id}'s log has no {text!r} after {timeout:.0f} s: "
+                                             f"{airflow.task_states(dag_id, run_id)}")
+        time.sleep(1)
 
 
 def check_layouts_pages(airflow, run_id: str, tmp_path) -> None:

@@ -27,11 +27,12 @@ in each step; each retry resumes at the killed step and is killed in the next:
     activate_changes inside the activation transaction, the same way
 
 After every kill the version that served before the run still serves: the
-catalog names it with the same blocks, its folders hold the same files (also
-checked while the killed transaction's row lock is still held), and the
-routed queries give the raw table's answers (tests/helpers/spark_answers.py): no file
-of a killed attempt reaches the router or Spark, which read the folders the
-catalog names. The last retry completes. The new version then equals the reference run's:
+catalog names it with the same blocks, and its folders hold the same files with
+the same sizes and modification times (also checked while the killed
+transaction's row lock is still held): no file of a killed attempt reaches the
+router or Spark, which read the folders the catalog names. The routed queries
+give the raw table's answers (tests/helpers/spark_answers.py) before the run and
+after it. The last retry completes. The new version then equals the reference run's:
 
     the fingerprint is the row count and order-independent checksum of every
     row with its block's POSITION in the version's block list sorted by block
@@ -171,7 +172,7 @@ def layout_fingerprint(spark, catalog: Catalog):
     return layout, rows, {"blocks": blocks, "cuts": cuts, "trees": layout.trees}
 
 
-def served_files(layout) -> dict[str, list[str]]:
+def served_files(layout) -> dict[str, list[tuple[str, int, int]]]:
     return folder_files([b.path for b in layout.blocks if b.row_count > 0])
 
 
@@ -184,7 +185,10 @@ class Serving:
         self.version, self.files = layout.version.version_id, served_files(layout)
         self.paths = {b.path for b in layout.blocks}
 
-    def check(self, when: str, answers: bool = True) -> None:
+    def check(self, when: str, answers: bool = False) -> None:
+        """The catalog serves the same version, its folders hold the same files (names, sizes,
+        modification times): what the router and Spark read is unchanged, so its answers are
+        too; `answers` runs the queries as well (before the run and after it)."""
         layout = self.catalog.active_layout(TABLE, PARTITION)
         assert layout is not None and layout.version.version_id == self.version, (
             f"{when}: version {self.version} no longer serves")
@@ -216,7 +220,7 @@ def kill_in_every_step(tables: Tables, jobs_from, kill_points, serving: Serving,
             with tables.engine.connect() as holder:
                 pid = lock_base_row(holder, serving.version)
                 attempt.kill_in(step, lambda: bool(sessions_blocked_by(tables.engine, pid)))
-                serving.check(f"killed in {step}'s transaction, lock still held", answers=False)
+                serving.check(f"killed in {step}'s transaction, lock still held")
                 holder.rollback()
         else:
             attempt.kill_in(step, ready)
@@ -314,7 +318,7 @@ def test_sigkill_in_every_reoptimize_step_loses_nothing_and_the_retry_matches_an
 
     catalog = live.catalog
     serving = Serving(spark, catalog, tpch_sf001)
-    serving.check("before the run")
+    serving.check("before the run", answers=True)
 
     # an attempt killed inside its activation transaction and never retried
     abandoned = steps.RunPaths(live.warehouse, TABLE, PARTITION, "layout_reoptimize__abandoned")
@@ -325,7 +329,7 @@ def test_sigkill_in_every_reoptimize_step_loses_nothing_and_the_retry_matches_an
                           lambda c: partial.activate_reorg(spark, abandoned, c, SCHEMA, RANGE_SETS))
     stranded = version_of_run(catalog, abandoned.run_id)
     assert stranded.state == "building" and set(catalog.block_paths(stranded.version_id)) & serving.paths
-    serving.check("after the abandoned attempt", answers=False)
+    serving.check("after the abandoned attempt")
 
     run = steps.RunPaths(live.warehouse, TABLE, PARTITION, "layout_reoptimize__manual__1")
 
@@ -412,7 +416,7 @@ def test_sigkill_in_every_changes_step_loses_nothing_and_the_retry_matches_an_un
 
     catalog = live.catalog
     serving = Serving(spark, catalog, tpch_sf001)
-    serving.check("before the batch")
+    serving.check("before the batch", answers=True)
 
     # an attempt killed inside its activation transaction and never retried
     abandoned = steps.RunPaths(live.warehouse, TABLE, PARTITION, "layout_changes__abandoned")
@@ -423,7 +427,7 @@ def test_sigkill_in_every_changes_step_loses_nothing_and_the_retry_matches_an_un
                           lambda c: apply.activate_changes(spark, abandoned, c, SCHEMA, RANGE_SETS))
     stranded = version_of_run(catalog, abandoned.run_id)
     assert stranded.state == "building" and set(catalog.block_paths(stranded.version_id)) & serving.paths
-    serving.check("after the abandoned attempt", answers=False)
+    serving.check("after the abandoned attempt")
 
     run = steps.RunPaths(live.warehouse, TABLE, PARTITION, "layout_changes__manual__1")
 
