@@ -11,9 +11,10 @@ from tests.helpers.paths import PROJECT
 STEPS = ["ingest", "featurize", "reduce", "optimize", "write_blocks", "verify", "update_catalog"]
 
 
-# What a DAG file may import of layout_core: stdlib-only modules (names, limits, patterns, step lists).
+# What a DAG file may import of layout_core: stdlib-only modules (names, limits, patterns, step lists,
+# the driver's JVM options).
 LIGHT = {"layout_core", "layout_core.base", "layout_core.base.errors", "layout_core.base.names",
-         "layout_core.base.params", "layout_core.flows", "layout_core.flows.names"}
+         "layout_core.base.params", "layout_core.base.jvm", "layout_core.flows", "layout_core.flows.names"}
 
 
 @pytest.mark.parametrize("dag_file", sorted(p.name for p in (PROJECT / "dags").glob("*.py")))
