@@ -1,10 +1,9 @@
 """The nightly DAG under a real Airflow: api-server, scheduler (LocalExecutor), DAG
 processor and triggerer on 127.0.0.1 with PostgreSQL metadata
 (layout_core.airflow.deployment): the scheduler's own daily run from a landing
-folder, a backfill of the day before (its sensor waits for that day's batch), a monitor run
-triggered through the REST
-API; then the plugin's Layouts pages through that api-server, and a screenshot
-of them in headless Chromium."""
+folder, a backfill of the day before (its sensor waits for that day's batch), a
+monitor run triggered through the REST API; then the plugin's Layouts pages
+through that api-server, and a screenshot of them in headless Chromium."""
 
 from __future__ import annotations
 
