@@ -48,3 +48,14 @@ def test_an_archive_is_made_again_when_java_spark_or_the_jars_change(monkeypatch
     assert class_archive.build() == f"class archive up to date: {archive}"
     monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", "off")
     assert "switched off" in class_archive.build()
+
+
+def test_a_jvm_that_cannot_make_the_archive_is_reported_not_raised(monkeypatch, tmp_path):
+    from layout_core.spark import class_archive
+
+    monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", str(tmp_path / "spark-classes.jsa"))
+    monkeypatch.setattr(class_archive, "made_with", lambda: {"java": "17", "spark": "4.3.0", "jars": "cc48"})
+    monkeypatch.setattr(class_archive, "spark_home", lambda: tmp_path / "no-spark")  # no bin/spark-submit
+    said = class_archive.build()
+    assert said.startswith("class archive not made (jobs start without one): ") and "spark-submit" in said
+    assert not (tmp_path / "spark-classes.jsa").exists()
