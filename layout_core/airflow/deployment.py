@@ -323,9 +323,13 @@ class Deployment:
             return {"?": f"{status} {body}"}
         return {ti["task_id"]: ti["state"] for ti in body["task_instances"]}
 
+    def run_log_folder(self, dag_id: str, run_id: str) -> Path:
+        """Where a run's task logs are: task_id=<task>/attempt=<n>.log inside."""
+        return self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+
     def task_log_tails(self, dag_id: str, run_id: str, lines: int = 25, only_failed: bool = True) -> str:
         """The last lines of the task logs of a run (from the logs folder)."""
-        run_dir = self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        run_dir = self.run_log_folder(dag_id, run_id)
         states = self.task_states(dag_id, run_id)
         parts = []
         for log in sorted(run_dir.glob("task_id=*/attempt=*.log")):

@@ -10,7 +10,7 @@ Two options make short jobs cheaper:
   job never fills it (the JIT would then switch off);
 - a class archive (AppCDS, `-XX:SharedArchiveFile`): the classes a layout job loads,
   parsed and verified once by `layout_core.spark.class_archive` (run by `make install`),
-  then mapped by every driver; measured here it halves a spark-submit's start (CPU 14.5
+  then mapped by every driver; measured here it halves a spark-submit's start (CPU 14.4
   -> 8.4 s). An archive made by another JDK or Spark is ignored by the JVM, which then
   starts as without it.
 

@@ -29,14 +29,11 @@ from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
 from layout_core.base.jvm import ARCHIVE_ENV, SHORT_JOB_OPTIONS, class_archive_path
+from layout_core.spark.session import spark_home
 
-
+NOT_MADE = "class archive not made (jobs start without one)"
 # the warm-up takes about 40 s here (80 s with the test suite beside it)
 WARM_UP_TIMEOUT = 600
-
-
-def spark_home() -> Path:
-    return Path(pyspark.__file__).resolve().parent
 
 
 def java_command() -> str:
@@ -56,9 +53,10 @@ def record_path(archive: Path) -> Path:
     return archive.with_suffix(".json")
 
 
-def up_to_date(archive: Path) -> bool:
+def up_to_date(archive: Path, wanted: dict) -> bool:
+    """The archive exists and its record names `wanted` (what `made_with` gives now)."""
     try:
-        return archive.is_file() and json.loads(record_path(archive).read_text()) == made_with()
+        return archive.is_file() and json.loads(record_path(archive).read_text()) == wanted
     except (OSError, ValueError):
         return False
 
@@ -70,14 +68,16 @@ def build(force: bool = False) -> str:
     if archive is None:
         return f"class archive switched off ({ARCHIVE_ENV}=off)"
     try:
-        if not force and up_to_date(archive):
+        wanted = made_with()
+        if not force and up_to_date(archive, wanted):
             return f"class archive up to date: {archive}"
-        return make(archive)
+        return make(archive, wanted)
     except (OSError, subprocess.SubprocessError) as e:  # no java, no spark-submit, a hung warm-up
-        return f"class archive not made (jobs start without one): {e}"
+        return f"{NOT_MADE}: {e}"
 
 
-def make(archive: Path) -> str:
+def make(archive: Path, made: dict) -> str:
+    """Make the archive by the warm-up job; `made` (what made_with gives) goes in its record."""
     archive.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="layout-class-archive-", dir=archive.parent) as work:
@@ -92,9 +92,9 @@ def make(archive: Path) -> str:
             env=env, capture_output=True, text=True, timeout=WARM_UP_TIMEOUT)
         if done.returncode != 0 or not dumped.is_file() or dumped.stat().st_size == 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            return f"class archive not made (jobs start without one): exit {done.returncode}: {' | '.join(tail)}"
+            return f"{NOT_MADE}: exit {done.returncode}: {' | '.join(tail)}"
         os.replace(dumped, archive)  # atomic: a job never maps half a file
-    record_path(archive).write_text(json.dumps(made_with(), indent=1))
+    record_path(archive).write_text(json.dumps(made, indent=1))
     size_mb = archive.stat().st_size / 2**20
     return f"class archive made in {time.monotonic() - started:.0f} s: {archive} ({size_mb:.0f} MB)"
 

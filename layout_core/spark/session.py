@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
+import pyspark
 from pyspark.sql import SparkSession
 
 from layout_core.base.jvm import driver_java_options
+
+
+def spark_home() -> Path:
+    """The pip-installed Spark: its scripts (bin/spark-submit, bin/spark-class) and jars."""
+    return Path(pyspark.__file__).resolve().parent
 
 
 def local_session(app_name: str, master: str | None = None, extra: dict | None = None):

@@ -21,12 +21,7 @@ from pathlib import Path
 from layout_core.airflow.processes import alive, proc_stat, process_tree, stop_processes
 from layout_core.base.errors import ToolError
 from layout_core.base.jvm import driver_java_options
-
-
-def spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
+from layout_core.spark.session import spark_home
 
 
 def _env() -> dict:

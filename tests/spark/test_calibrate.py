@@ -216,7 +216,6 @@ def test_calibrate_command_measures_and_stores_w(spark, tmp_path, monkeypatch, c
 
 
 def test_calibrate_command_refuses_bad_flags_before_starting_spark(tmp_path, monkeypatch):
-
     def no_spark(name):
         raise AssertionError("Spark started")
 

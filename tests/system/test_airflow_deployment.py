@@ -296,7 +296,7 @@ def wait_for_runs(airflow, dag_id: str, run_type: str, count: int, timeout: floa
 
 def wait_for_task_log(airflow, dag_id: str, run_id: str, task_id: str, text: str, timeout: float) -> None:
     """Wait until the log of the task's first attempt holds `text`."""
-    log = (airflow.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}" / "attempt=1.log")
+    log = airflow.run_log_folder(dag_id, run_id) / f"task_id={task_id}" / "attempt=1.log"
     deadline = time.monotonic() + timeout
     while not (log.exists() and text in log.read_text(errors="replace")):
         assert time.monotonic() < deadline, (f"{task_id}'s log has no {text!r} after {timeout:.0f} s: "

@@ -157,7 +157,8 @@ def blocks_fingerprint(spark, catalog: Catalog, version_id: int) -> tuple[int, i
 def folder_files(paths: list[str]) -> dict[str, list[tuple[str, int, int]]]:
     """Each folder's files with their sizes and modification times: a file rewritten in
     place changes too."""
-    return {p: sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(p).iterdir()) for p in paths}
+    return {p: sorted((f.name, (stat := f.stat()).st_size, stat.st_mtime_ns) for f in Path(p).iterdir())
+            for p in paths}
 
 
 def waiting_on_a_lock(engine: sa.Engine, holder_pid: int):

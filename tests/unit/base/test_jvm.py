@@ -37,14 +37,14 @@ def test_an_archive_is_made_again_when_java_spark_or_the_jars_change(monkeypatch
     monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", str(archive))
     now = {"java": 'openjdk version "17.0.15"', "spark": "4.3.0", "jars": "cc48"}
     monkeypatch.setattr(class_archive, "made_with", lambda: now)
-    assert not class_archive.up_to_date(archive)  # none yet
+    assert not class_archive.up_to_date(archive, now)  # none yet
     archive.write_bytes(b"\0" * 16)
-    assert not class_archive.up_to_date(archive)  # no record of what made it
+    assert not class_archive.up_to_date(archive, now)  # no record of what made it
     for changed in ({"spark": "4.2.0"}, {"java": 'openjdk version "21.0.1"'}, {"jars": "0a1b"}):
         (tmp_path / "spark-classes.json").write_text(json.dumps({**now, **changed}))
-        assert not class_archive.up_to_date(archive), changed
+        assert not class_archive.up_to_date(archive, now), changed
     (tmp_path / "spark-classes.json").write_text(json.dumps(now))
-    assert class_archive.up_to_date(archive)
+    assert class_archive.up_to_date(archive, now)
     assert class_archive.build() == f"class archive up to date: {archive}"
     monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", "off")
     assert "switched off" in class_archive.build()
