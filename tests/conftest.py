@@ -51,12 +51,19 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
+# The tests' own session evaluates expressions interpreted, not as generated Java: on tables of
+# a few thousand rows compiling the code costs more than it saves (measured 2026-11-28: two
+# Spark test modules 230-261 -> 193-203 s). Spark runs its own tests both ways; the layout
+# jobs the tests spark-submit keep Spark's defaults.
+TEST_SESSION_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
 @pytest.fixture(scope="session")
 def spark():
     """A local SparkSession shared by every test (startup costs ~10 s)."""
     from layout_core.spark.session import local_session
 
-    session = local_session("layout-tests")
+    session = local_session("layout-tests", extra=TEST_SESSION_CONF)
     yield session
     session.stop()
 

@@ -79,13 +79,27 @@ def test_the_grafted_tree_replaces_the_chosen_subtree_and_renumbers_leaves():
 # -------------------------------------------------------------------- Spark
 
 
-@pytest.fixture
-def base_layout(spark, tpch_sf001, tmp_path):
-    """lineitem (SF 0.01) laid out by qdtree for templates 1-11, a history of templates 12-22."""
-    url = lineitem_trained_on_1_to_11(spark, tpch_sf001, tmp_path)
+@pytest.fixture(scope="module")
+def pristine_layout(spark, tpch_sf001, tmp_path_factory):
+    """lineitem (SF 0.01) laid out by qdtree for templates 1-11, a history of templates 12-22,
+    made once; (its home, a copy of that home as it was made)."""
+    home = tmp_path_factory.mktemp("partial_reorg")
+    url = lineitem_trained_on_1_to_11(spark, tpch_sf001, home)
     with Catalog(url) as catalog:
         catalog.record_queries(query_history(range(12, 23), dt.datetime.now(dt.timezone.utc)))
-    return url, tmp_path / "wh"
+    copy = tmp_path_factory.mktemp("partial_reorg_pristine")
+    shutil.copytree(home, copy, dirs_exist_ok=True)
+    return home, copy
+
+
+@pytest.fixture
+def base_layout(pristine_layout):
+    """The pristine layout, put back in its folder for each test (the catalog names the
+    blocks by absolute path, so the layout stays where it was made): (catalog URL, warehouse)."""
+    home, copy = pristine_layout
+    shutil.rmtree(home)
+    shutil.copytree(copy, home)
+    return f"sqlite:///{home / 'catalog.db'}", home / "wh"
 
 
 def _answers_match(spark, tpch_sf001, catalog, queries):
