@@ -66,7 +66,7 @@ from layout_core.spark.runner import scan_metrics
 from layout_core.spark.session import local_session
 from layout_core.sql.analysis import analyze, parse_query, tag_tables
 from layout_core.workload.tpch import generate
-from layout_core.workload.tpch_data import generate_tpch
+from layout_core.workload.tpch_skew import TpchVariant, generate_tpch_variant
 from layout_core.bench.sun import LONG_RUN_JVM
 
 log = logging.getLogger("layout.bench.tpch")
@@ -132,18 +132,20 @@ def index_bytes(plan, tree_nodes: int, lineage: dict, literal_key_bytes: int) ->
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
         work: Path = Path(".layout/bench/tpch"), layouts=LAYOUTS, spark_e2e: bool = False,
-        tree_settings: dict | None = None, dips: bool = False) -> dict:
+        tree_settings: dict | None = None, dips: bool = False, data: TpchVariant = TpchVariant()) -> dict:
     """`tree_settings` (e.g. {"max_cuts": 48, "sample_rows": 0}) override the
     qdtree/mto defaults, for measuring variants. With `dips`, every layout is
     also routed with diPs (rows `<layout>+dips`), `tuned` and `mto(join_key)`
-    are laid out too, and the semi-join lower bound is computed."""
+    are laid out too, and the semi-join lower bound is computed. `data`: skewed or
+    time-ordered TPC-H instead of the generator's uniform tables (workload.tpch_skew)."""
     if dips:
         layouts = tuple(dict.fromkeys((*layouts, *DIP_LAYOUTS)))
 
     work = work.resolve()
     schema = load_schema("tpch")
     key_hops = schema.key_hops()
-    paths = generate_tpch(sf, work / f"tpch_sf{sf}")
+    suffix = "" if data.uniform else f"_{data.name}"
+    paths = generate_tpch_variant(sf, work / f"tpch_sf{sf}{suffix}", data)
     queries = generate(per_template, seed, scale_factor=sf)
     train_q = [q for q in queries if q.instance % 2 == 1]
     test_q = [q for q in queries if q.instance % 2 == 0]
@@ -165,7 +167,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     index_size = {name: 0 for name in layouts}
     key_bytes: dict[str, int] = {}  # literal keys of a join-induced cut, by its SQL
     table_rows: dict[str, int] = {}
-    folders = work / f"blocks_sf{sf}_b{block_rows}"
+    folders = work / f"blocks_sf{sf}{suffix}_b{block_rows}"
     e2e = None
     try:
         tables = {t: spark.read.parquet(str(paths[t])).cache() for t in schema.tables}
@@ -278,7 +280,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     chart = work / "b1_per_template.png"
     _chart(chart, per_template)
     out = {
-        "scale_factor": sf, "block_rows": block_rows,
+        "scale_factor": sf, "data": data.name, "block_rows": block_rows,
         "train_queries": len(train_q), "test_queries": len(test_q),
         "tree_settings": tree_settings or {},
         "layouts": result_layouts,
@@ -538,7 +540,7 @@ def _chart(path: Path, per_template: dict[str, dict[int, int]]) -> None:
 
 
 def format_result(r: dict) -> str:
-    lines = [f"B1 on TPC-H SF {r['scale_factor']}, blocks of {r['block_rows']} rows, "
+    lines = [f"B1 on TPC-H SF {r['scale_factor']} ({r.get('data', 'uniform')} data), blocks of {r['block_rows']} rows, "
              f"{r['train_queries']} training / {r['test_queries']} test queries",
              f"{'layout':9s} {'blocks read':>12s} {'vs sortkey':>10s} {'rows read':>12s} {'vs sortkey':>10s} "
              f"{'rows/block':>10s} {'index KiB':>9s}  seconds ({', '.join(STAGES)})"]

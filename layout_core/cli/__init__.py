@@ -46,7 +46,7 @@ from layout_core.sql.statements import split_statements
 from layout_core.workload.analyze import analyze_file, format_summary
 from layout_core.workload.history import QueryRecorder, parse_query_log, summarize_history
 from layout_core.workload.tpch import generate, write_sql_file
-from layout_core.workload.tpch_data import generate_tpch
+from layout_core.workload.tpch_skew import TpchVariant, generate_tpch_variant
 
 log = logging.getLogger("layout")
 
@@ -75,9 +75,20 @@ def _block_rows(text: str) -> int:
 # Subcommands
 
 
-def cmd_tpch_generate(args) -> int:
+def _tpch_variant(args):
+    """The skewed or time-ordered TPC-H that `--skew`, `--skew-mode` and `--time-ordered-keys` ask for."""
+    if args.skew is not None and not args.skew > 0:
+        raise UserError(f"--skew must be a Zipf factor > 0, not {args.skew:g}")
+    try:
+        return TpchVariant(args.skew or 0.0, args.skew_mode, args.time_ordered_keys, args.data_seed)
+    except ValueError as e:
+        raise UserError(str(e)) from None
 
-    paths = generate_tpch(args.sf, args.out)
+
+def cmd_tpch_generate(args) -> int:
+    variant = _tpch_variant(args)
+    paths = generate_tpch_variant(args.sf, args.out, variant)
+    print(f"TPC-H SF {args.sf:g}, {variant.name} data:")
     for table, path in paths.items():
         print(f"{table:10s} {path}")
     return 0
@@ -474,7 +485,8 @@ def cmd_bench_tpch(args) -> int:
 
     layouts = tuple(name for name in args.layouts.split(",") if name)
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
-                 work=Path(args.work), layouts=layouts, spark_e2e=args.spark, dips=args.dips)
+                 work=Path(args.work), layouts=layouts, spark_e2e=args.spark, dips=args.dips,
+                 data=_tpch_variant(args))
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2) if args.json else format_result(result))
     return 0
@@ -576,6 +588,16 @@ def cmd_catalog_upgrade(args) -> int:
 # Parser
 
 
+def add_tpch_variant_arguments(parser) -> None:
+    """Skewed and time-ordered TPC-H (layout_core/workload/tpch_skew.py)."""
+    parser.add_argument("--skew", type=float, help="Zipf factor z > 0 of the skewed columns (default: uniform data)")
+    parser.add_argument("--skew-mode", default="runs",
+                        help="runs: each value fills consecutive rows in key order (the published skewed "
+                             "generator); iid: the same frequencies drawn independently of the key (default runs)")
+    parser.add_argument("--time-ordered-keys", action="store_true", help="number orders by order date")
+    parser.add_argument("--data-seed", type=int, default=1, help="seed of the skewed values (default 1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="layout", description="Workload-aware block layouts for Spark SQL.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
@@ -585,6 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen = tpch.add_parser("generate", help="write the 8 TPC-H tables as Parquet (tpchgen-cli)")
     gen.add_argument("--sf", type=float, default=0.1, help="scale factor (default 0.1)")
     gen.add_argument("--out", required=True, help="output folder")
+    add_tpch_variant_arguments(gen)
     gen.set_defaults(func=cmd_tpch_generate)
 
     workload = sub.add_parser("workload", help="query logs").add_subparsers(dest="workload_command", required=True)
@@ -742,6 +765,7 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--dips", action="store_true",
                     help="also route every layout with data-induced predicates (rows <layout>+dips), lay out "
                          "tuned and mto(join_key) too, and compute the semi-join lower bound")
+    add_tpch_variant_arguments(bt)
     bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
 

@@ -32,6 +32,16 @@ def test_tpch_generate_writes_eight_tables(tmp_path, capsys):
     assert pq.read_metadata(tmp_path / "lineitem.parquet").num_rows == 60175  # TPC-H SF 0.01
 
 
+def test_b1_on_skewed_data_refuses_bad_settings_before_it_starts(tmp_path, caplog):
+    work = tmp_path / "b1"
+    for bad, said in ((["--skew", "-1"], "--skew must be a Zipf factor > 0, not -1"),
+                      (["--skew", "2", "--skew-mode", "sorted"], "unknown skew mode 'sorted': use one of runs, iid")):
+        caplog.clear()
+        assert main(["bench", "tpch", "--sf", "0.01", "--work", str(work), *bad]) != 0
+        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [said]
+    assert not work.exists()
+
+
 def test_workload_generate_and_analyze_json(tmp_path, capsys):
     out = tmp_path / "q.sql"
     assert main(["workload", "tpch", "--per-template", "2", "--seed", "1", "--templates", "3,6",
