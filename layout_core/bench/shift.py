@@ -31,6 +31,11 @@ make it fire; and a gentle shift: the tables laid out (in a second catalog
 and warehouse) for a mix of 80% templates 1-11 and 20% templates 12-22, then
 the monitor on a window of the same mix (must be 0) and of the reverse 20/80 mix.
 
+`--scenario` chooses the shift: `templates` (the default, the paper's: templates
+1-11, then 12-22), or a local shift of the same 22 templates whose literals move:
+`local-dates` (every date parameter in the latest fifth of its range) and
+`local-region` (every region and nation parameter in ASIA); see `workload.tpch.Focus`.
+
 The targets (README) are checked and printed as met or missed, with the
 measured numbers; nothing is tuned towards them.
 """
@@ -47,6 +52,7 @@ import shutil
 import sqlite3
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from layout_core.base.errors import UserError
@@ -57,8 +63,7 @@ from layout_core.workload.tpch_data import generate_tpch
 log = logging.getLogger("layout.bench.shift")
 
 STAR_ORDER = ("region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem")
-OLD_TEMPLATES = tuple(range(1, 12))
-NEW_TEMPLATES = tuple(range(12, 23))
+ALL_TEMPLATES = tuple(range(1, 23))
 Q_VALUES = (100, 200, 500, 1000)
 W = 100.0
 MONITOR_Q = 200.0  # q of the unchanged-window and gentle-shift monitor runs
@@ -76,6 +81,51 @@ MIN_LINEITEM_BLOCKS = 40
 # A copy of the base catalog reserves this many block ids per table and per
 # copy before it writes (see `reserve_block_id_gap`).
 BLOCK_ID_GAP = 1_000_000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The workload before and after the shift: its templates, and where the new queries'
+    literals move (`latest`: dates in that share of their range; `region`: regions and
+    nations there; see workload.tpch.Focus)."""
+
+    name: str
+    old_templates: tuple[int, ...]
+    new_templates: tuple[int, ...]
+    latest: float | None = None
+    region: str | None = None
+
+    @property
+    def old_label(self) -> str:
+        return f"templates {_span(self.old_templates)}"
+
+    @property
+    def new_label(self) -> str:
+        moved = ([f"dates in the latest {self.latest:.0%}"] if self.latest else []) + (
+            [f"regions and nations in {self.region}"] if self.region else [])
+        return f"templates {_span(self.new_templates)}" + "".join(f", {m}" for m in moved)
+
+    def queries(self, new: bool, per_template: int, seed: int, sf: float) -> list:
+        """`per_template` instances of the old or the new workload's templates."""
+        # numpy only when the benchmark runs: the CLI imports this module to build its parser
+        from layout_core.workload.tpch import Focus, generate
+
+        if not new:
+            return generate(per_template, seed, templates=self.old_templates, scale_factor=sf)
+        return generate(per_template, seed, templates=self.new_templates, scale_factor=sf,
+                        focus=Focus(self.latest, self.region))
+
+
+def _span(templates) -> str:
+    t = sorted(templates)
+    return f"{t[0]}-{t[-1]}" if t == list(range(t[0], t[-1] + 1)) and len(t) > 2 else ",".join(map(str, t))
+
+
+SCENARIOS = {
+    "templates": Scenario("templates", tuple(range(1, 12)), tuple(range(12, 23))),
+    "local-dates": Scenario("local-dates", ALL_TEMPLATES, ALL_TEMPLATES, latest=0.2),
+    "local-region": Scenario("local-region", ALL_TEMPLATES, ALL_TEMPLATES, region="ASIA"),
+}
 
 
 # ---------------------------------------------------------------------------
@@ -303,14 +353,16 @@ def partial_reorganization(spark, catalog, schema, warehouse: Path, q: float, w:
 
 
 def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
-        q_values=Q_VALUES, w: float = W, work: Path = Path(".layout/bench/shift"), gentle: bool = True) -> dict:
+        q_values=Q_VALUES, w: float = W, work: Path = Path(".layout/bench/shift"), gentle: bool = True,
+        scenario: str = "templates") -> dict:
     # pyspark only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.spark.session import local_session
     # sqlglot only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.sql.analysis import analyze
     # numpy only when the benchmark runs: the CLI imports this module to build its parser
-    from layout_core.workload.tpch import generate, write_sql_file
+    from layout_core.workload.tpch import write_sql_file
 
+    shift = SCENARIOS[scenario]
     started = time.monotonic()
     work = work.resolve()
     block_rows = block_rows or default_block_rows(sf)
@@ -321,15 +373,16 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
     shutil.rmtree(runs, ignore_errors=True)
     runs.mkdir(parents=True)
     warehouse = runs / "warehouse"
-    train = generate(per_template, SEEDS["train"], templates=OLD_TEMPLATES, scale_factor=sf)
-    window = generate(per_template, SEEDS["window"], templates=NEW_TEMPLATES, scale_factor=sf)
-    test = generate(per_template, SEEDS["test"], templates=NEW_TEMPLATES, scale_factor=sf)
-    unchanged = generate(per_template, SEEDS["unchanged"], templates=OLD_TEMPLATES, scale_factor=sf)
-    train_log = write_sql_file(train, runs / "train_1-11.sql")
-    window_log = write_sql_file(window, runs / "window_12-22.sql")
+    train = shift.queries(False, per_template, SEEDS["train"], sf)
+    window = shift.queries(True, per_template, SEEDS["window"], sf)
+    test = shift.queries(True, per_template, SEEDS["test"], sf)
+    unchanged = shift.queries(False, per_template, SEEDS["unchanged"], sf)
+    train_log = write_sql_file(train, runs / "train_old.sql")
+    window_log = write_sql_file(window, runs / "window_new.sql")
     analyses = [analyze(q.sql, schema) for q in test]
     base = runs / "base.db"
-    result: dict = {"scale_factor": sf, "block_rows": block_rows, "per_template": per_template, "w": w,
+    result: dict = {"scenario": {"name": shift.name, "old": shift.old_label, "new": shift.new_label},
+                    "scale_factor": sf, "block_rows": block_rows, "per_template": per_template, "w": w,
                     "train_queries": len(train), "window_queries": len(window), "test_queries": len(test),
                     "blocks_read_of": "every table reference of the test queries, all 8 tables, diPs off"}
     # The JVM options of the DAGs' Spark jobs (local_session's defaults: the C1 JIT only),
@@ -338,7 +391,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
     try:
         with Catalog(f"sqlite:///{base}") as catalog:
             result["layout_seconds"] = lay_out_all(spark, catalog, schema, warehouse, sources, train_log,
-                                                   block_rows, "train-1-11")
+                                                   block_rows, "train-old")
             result["old"] = {**router_reads(catalog, test, analyses, schema),
                              "blocks_total": layout_blocks(catalog, STAR_ORDER)}
         log.info("old layout: %s", result["old"])
@@ -365,7 +418,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         with Catalog(f"sqlite:///{copy_catalog(base, runs / 'full.db')}") as catalog:
             reserve_block_id_gap(catalog, STAR_ORDER, len(q_values), "full")
             seconds = lay_out_all(spark, catalog, schema, warehouse, sources, window_log, block_rows,
-                                  "full-relayout-12-22")
+                                  "full-relayout-new")
             result["full"] = {**router_reads(catalog, test, analyses, schema),
                               "blocks_rewritten": result["old"]["blocks_total"],
                               "blocks_written": layout_blocks(catalog, STAR_ORDER),
@@ -374,7 +427,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
         if gentle:
             result["gentle"] = gentle_shift(spark, schema, runs / "gentle", sources, sf, per_template,
-                                            block_rows, w)
+                                            block_rows, w, shift)
     finally:
         spark.stop()
 
@@ -389,17 +442,16 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
 
 def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_template: int, block_rows: int,
-                 w: float) -> dict:
-    """Laid out for 80% templates 1-11 / 20% 12-22, then the monitor on a window of
-    the same mix and on one of the reverse mix (a catalog and warehouse of its own)."""
+                 w: float, shift: Scenario) -> dict:
+    """Laid out for 80% old / 20% new queries, then the monitor on a window of the same
+    mix and on one of the reverse mix (a catalog and warehouse of its own)."""
     # numpy only when the benchmark runs: the CLI imports this module to build its parser
-    from layout_core.workload.tpch import generate, write_sql_file
+    from layout_core.workload.tpch import write_sql_file
 
     major, minor = mix_counts(per_template)
 
     def mixed(seed_old: int, seed_new: int, old_n: int, new_n: int):
-        return (generate(old_n, seed_old, templates=OLD_TEMPLATES, scale_factor=sf)
-                + generate(new_n, seed_new, templates=NEW_TEMPLATES, scale_factor=sf))
+        return shift.queries(False, old_n, seed_old, sf) + shift.queries(True, new_n, seed_new, sf)
 
     home.mkdir(parents=True, exist_ok=True)
     trained = mixed(SEEDS["train"], SEEDS["train"], major, minor)
@@ -411,7 +463,7 @@ def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_templa
         seconds = lay_out_all(spark, catalog, schema, home / "warehouse", sources, train_log, block_rows,
                               "train-80-20")
     out = {"instances_per_template": {"major": major, "minor": minor},
-           "train_share_1_11": round(major / (major + minor), 3), "layout_seconds": round(sum(seconds.values()), 2)}
+           "train_share_old": round(major / (major + minor), 3), "layout_seconds": round(sum(seconds.values()), 2)}
     out["same_mix"] = monitor_reward(spark, copy_catalog(base, home / "same.db"), schema, same, MONITOR_Q, w)
     out["reverse_mix"] = monitor_reward(spark, copy_catalog(base, home / "reverse.db"), schema, reverse,
                                         MONITOR_Q, w)
@@ -438,7 +490,7 @@ def _chart(path: Path, r: dict) -> None:
     for bar, n in zip(bars, rewritten):
         ax.annotate(f"{n} rewritten" if n else "", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel("blocks read (test queries, templates 12-22)")
+    ax.set_ylabel(f"blocks read (test queries: {r['scenario']['new']})", fontsize=8)
     ax.set_title(f"Workload shift, TPC-H SF {r['scale_factor']}: partial reorganization (w = {r['w']:g}) "
                  "vs full re-layout", fontsize=9)
     fig.tight_layout()
@@ -453,9 +505,10 @@ def _fmt(value, digits: int = 3) -> str:
 
 def format_result(r: dict) -> str:
     old, full = r["old"], r["full"]
-    lines = [f"Workload shift on TPC-H SF {r['scale_factor']}, blocks of {r['block_rows']} rows, all 8 tables by "
-             f"mto for templates 1-11 ({r['train_queries']} queries), then 12-22 ({r['window_queries']} window "
-             f"queries, {r['test_queries']} test queries); w = {r['w']:g}",
+    lines = [f"Workload shift ({r['scenario']['name']}) on TPC-H SF {r['scale_factor']}, blocks of "
+             f"{r['block_rows']} rows, all 8 tables by mto for {r['scenario']['old']} ({r['train_queries']} "
+             f"queries), then {r['scenario']['new']} ({r['window_queries']} window queries, "
+             f"{r['test_queries']} test queries); w = {r['w']:g}",
              f"blocks read = {r['blocks_read_of']}",
              f"{'layout':8s} {'blocks read':>11s} {'recovery':>8s} {'rewritten':>14s} {'fraction':>8s} "
              f"{'reopt s':>8s} {'vs full':>7s} {'total s':>8s} {'subtrees evaluated':>19s}"]
@@ -479,11 +532,11 @@ def format_result(r: dict) -> str:
                      "(reorg/optimal_set.py); property-2 violations noticed: "
                      + ", ".join(f"q={q}: {sum(t['bound_violations'] for t in p['reorganized'].values())}"
                                  for q, p in r["partial"].items()))
-    lines.append(f"monitor on an unchanged window (templates 1-11, q = {MONITOR_Q:g}): reward "
+    lines.append(f"monitor on an unchanged window ({r['scenario']['old']}, q = {MONITOR_Q:g}): reward "
                  f"{r['unchanged_window_reward']:g}")
     if "gentle" in r:
         g = r["gentle"]
-        lines.append(f"gentle shift (laid out for {g['train_share_1_11']:.0%} templates 1-11): monitor reward, "
+        lines.append(f"gentle shift (laid out for {g['train_share_old']:.0%} old queries): monitor reward, "
                      f"same mix {g['same_mix']['reward']:g}, reverse mix {g['reverse_mix']['reward']:g} "
                      "(" + ", ".join(f"{t} {v['reward']:g}" for t, v in g["reverse_mix"]["tables"].items()
                                      if v["reward"]) + ")")
@@ -512,7 +565,7 @@ def cmd_bench_shift(args) -> int:
     if args.sf <= 0 or args.per_template < 1 or (args.block_rows is not None and args.block_rows < 1):
         raise UserError("--sf must be > 0, --per-template and --block-rows >= 1")
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template, q_values=q_values,
-                 w=args.w, work=Path(args.work), gentle=not args.no_gentle)
+                 w=args.w, work=Path(args.work), gentle=not args.no_gentle, scenario=args.scenario)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(json_line(result)) if args.json else format_result(result))
     return 0
@@ -525,7 +578,8 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
         description="TPC-H laid out by mto for templates 1-11, then the workload shifts to 12-22: blocks read "
                     "by the 12-22 test queries on the old layout, after partial reorganization for each q, and "
                     "after a full re-layout; blocks rewritten, re-optimization seconds, subtrees evaluated; the "
-                    "monitor on an unchanged window and a gentle 80/20 -> 20/80 shift.")
+                    "monitor on an unchanged window and a gentle 80/20 -> 20/80 shift. --scenario local-dates or "
+                    "local-region: a local shift of the same templates instead.")
     bs.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
     bs.add_argument("--block-rows", type=int,
                     help="rows per block (default 10000, less when lineitem would have fewer than 40 blocks)")
@@ -535,6 +589,10 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
                     help="comma-separated q values of the partial reorganizations (default 100,200,500,1000)")
     bs.add_argument("--w", type=float, default=W, help="cost of writing a block, in block reads (default 100)")
     bs.add_argument("--no-gentle", action="store_true", help="skip the gentle 80/20 -> 20/80 shift")
+    bs.add_argument("--scenario", choices=sorted(SCENARIOS), default="templates",
+                    help="templates: 1-11, then 12-22 (default, MTO's); local-dates: the 22 templates, then "
+                         "their dates in the latest fifth of each range; local-region: then regions and "
+                         "nations in ASIA")
     bs.add_argument("--work", default=".layout/bench/shift", help="folder for data and results")
     bs.add_argument("--json", action="store_true", help="print the result as one JSON line")
     bs.set_defaults(func=cmd_bench_shift)

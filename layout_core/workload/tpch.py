@@ -10,6 +10,12 @@ from a bounded Zipf distribution over its domain, ranked in the domain's
 natural order (the specification's list order, or ascending for numbers):
 rank ``k`` has probability proportional to ``1 / k**s``.  Date parameters stay
 uniform.  This follows the skewed workloads of Sun et al. (SIGMOD 2014, §7.2).
+
+Focus (a local workload shift): with ``focus=Focus(latest=0.2)`` every date
+parameter is drawn from the latest fifth of its range (a year among 1993-1997
+becomes 1997); with ``focus=Focus(region="ASIA")`` every region parameter is
+that region and every nation one of its nations (q22's seven country codes stay
+as they are: a region has five nations). Other parameters keep their draws.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 __all__ = [
     "TEMPLATE_NUMBERS",
     "GeneratedQuery",
+    "Focus",
     "load_template",
     "placeholders",
     "parameters",
@@ -190,16 +197,33 @@ def _zipf_probs(size: int, skew: float) -> np.ndarray:
     return probs
 
 
-class _Drawer:
-    """Draws from finite domains: uniformly, or Zipf-ranked when ``skew`` is set."""
+@dataclass(frozen=True)
+class Focus:
+    """Where a local workload shift moves the parameters: dates to the `latest` share of
+    their range, regions and nations to one `region` (see the module docstring)."""
 
-    def __init__(self, rng: np.random.Generator, skew: float | None):
+    latest: float | None = None
+    region: str | None = None
+
+    def __post_init__(self):
+        if self.latest is not None and not 0 < self.latest <= 1:
+            raise ValueError(f"latest must be a share of a date range in (0, 1], not {self.latest!r}")
+        if self.region is not None and self.region not in REGIONS:
+            raise ValueError(f"unknown region {self.region!r}: one of {', '.join(REGIONS)}")
+
+
+class _Drawer:
+    """Draws from finite domains: uniformly, or Zipf-ranked when ``skew`` is set;
+    dates, regions and nations where ``focus`` puts them."""
+
+    def __init__(self, rng: np.random.Generator, skew: float | None, focus: Focus | None = None):
         if skew is not None:
             skew = float(skew)
             if not np.isfinite(skew) or skew < 0:
                 raise ValueError(f"skew must be a finite non-negative Zipf exponent, got {skew!r}")
         self.rng = rng
         self.skew = skew
+        self.focus = focus or Focus()
 
     def _p(self, size: int) -> np.ndarray | None:
         return None if self.skew is None else _zipf_probs(size, self.skew)
@@ -218,9 +242,26 @@ class _Drawer:
         """An integer in the closed range [low, high] (skewed: low is rank 1)."""
         return int(self.pick(range(low, high + 1)))
 
-    # Dates are always uniform.
+    # Dates are uniform, over the latest share of their range under a focus: the same draw
+    # scaled into that share, so that a focus leaves every other parameter's draw as it was.
     def uniform_index(self, size: int) -> int:
-        return int(self.rng.integers(0, size))
+        index = int(self.rng.integers(0, size))
+        if self.focus.latest is None:
+            return index
+        window = max(1, round(self.focus.latest * size))
+        return size - window + index * window // size
+
+    def region(self) -> str:
+        return self.focus.region or self.pick(REGIONS)
+
+    def nations(self, k: int) -> list[str]:
+        """``k`` distinct nations (of the focus region, when there is one)."""
+        domain = NATIONS if self.focus.region is None else [n for n in NATIONS
+                                                              if NATION_REGION[n] == self.focus.region]
+        return self.pick_distinct(domain, k)
+
+    def nation(self) -> str:
+        return self.pick(NATIONS) if self.focus.region is None else self.nations(1)[0]
 
 
 def _month_start(year: int, month: int, offset: int) -> str:
@@ -260,7 +301,7 @@ def _q2(d: _Drawer, sf: float) -> dict:
     return {
         "SIZE": d.integer(1, 50),
         "TYPE": d.pick(TYPE_SYLLABLE_3),
-        "REGION": d.pick(REGIONS),
+        "REGION": d.region(),
     }
 
 
@@ -275,7 +316,7 @@ def _q4(d: _Drawer, sf: float) -> dict:
 
 
 def _q5(d: _Drawer, sf: float) -> dict:
-    region = d.pick(REGIONS)
+    region = d.region()
     return {"REGION": region, "DATE": _random_year_start(d, 1993, 1997)}
 
 
@@ -287,12 +328,12 @@ def _q6(d: _Drawer, sf: float) -> dict:
 
 
 def _q7(d: _Drawer, sf: float) -> dict:
-    n1, n2 = d.pick_distinct(NATIONS, 2)
+    n1, n2 = d.nations(2)
     return {"NATION1": n1, "NATION2": n2}
 
 
 def _q8(d: _Drawer, sf: float) -> dict:
-    nation = d.pick(NATIONS)
+    nation = d.nation()
     return {"NATION": nation, "REGION": NATION_REGION[nation], "TYPE": d.pick(_TYPES_3)}
 
 
@@ -305,7 +346,7 @@ def _q10(d: _Drawer, sf: float) -> dict:
 
 
 def _q11(d: _Drawer, sf: float) -> dict:
-    return {"NATION": d.pick(NATIONS), "FRACTION": _format_fraction(0.0001 / sf)}
+    return {"NATION": d.nation(), "FRACTION": _format_fraction(0.0001 / sf)}
 
 
 def _q12(d: _Drawer, sf: float) -> dict:
@@ -354,11 +395,11 @@ def _q19(d: _Drawer, sf: float) -> dict:
 def _q20(d: _Drawer, sf: float) -> dict:
     color = d.pick(COLORS)
     date = _random_year_start(d, 1993, 1997)
-    return {"COLOR": color, "DATE": date, "NATION": d.pick(NATIONS)}
+    return {"COLOR": color, "DATE": date, "NATION": d.nation()}
 
 
 def _q21(d: _Drawer, sf: float) -> dict:
-    return {"NATION": d.pick(NATIONS)}
+    return {"NATION": d.nation()}
 
 
 def _q22(d: _Drawer, sf: float) -> dict:
@@ -378,18 +419,20 @@ def parameters(
     rng: np.random.Generator,
     skew: float | None = None,
     scale_factor: float = 1.0,
+    focus: Focus | None = None,
 ) -> dict[str, str | int]:
     """Substitution parameters for one instance of TPC-H query ``template``.
 
     Values are ``int`` for integer parameters and ``str`` otherwise (dates as
     ``YYYY-MM-DD``, decimals as text); they are inserted verbatim into the
     template, whose quoting is part of the template text.
-    ``scale_factor`` only matters for Q11's FRACTION (0.0001 / SF).
+    ``scale_factor`` only matters for Q11's FRACTION (0.0001 / SF); ``focus``
+    moves dates, regions and nations (a local shift).
     """
     template = _check_template_number(template)
     if not (scale_factor > 0 and np.isfinite(scale_factor)):
         raise ValueError(f"scale_factor must be positive, got {scale_factor!r}")
-    return _RULES[template](_Drawer(rng, skew), float(scale_factor))
+    return _RULES[template](_Drawer(rng, skew, focus), float(scale_factor))
 
 
 # --------------------------------------------------------------------------
@@ -413,6 +456,7 @@ def generate(
     templates: Iterable[int] | None = None,
     skew: float | None = None,
     scale_factor: float = 1.0,
+    focus: Focus | None = None,
 ) -> list[GeneratedQuery]:
     """``per_template`` instances of every template in ``templates`` (default 1..22).
 
@@ -432,7 +476,7 @@ def generate(
         rng = np.random.default_rng([int(seed), template])
         text = load_template(template)
         for instance in range(1, int(per_template) + 1):
-            params = parameters(template, rng, skew=skew, scale_factor=scale_factor)
+            params = parameters(template, rng, skew=skew, scale_factor=scale_factor, focus=focus)
             out.append(GeneratedQuery(template, instance, params, substitute(text, params)))
     return out
 

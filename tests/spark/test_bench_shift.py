@@ -101,13 +101,28 @@ def test_catalog_copies_reserve_disjoint_block_ids(tmp_path):
         assert [v.run_id for v in catalog.versions("lineitem")] == ["night-1"]
 
 
+def test_a_local_shift_keeps_the_templates_and_moves_their_literals():
+    paper, dates, region = (shift.SCENARIOS[n] for n in ("templates", "local-dates", "local-region"))
+    assert (paper.old_label, paper.new_label) == ("templates 1-11", "templates 12-22")
+    assert dates.new_label == "templates 1-22, dates in the latest 20%"
+    assert region.new_label == "templates 1-22, regions and nations in ASIA"
+    old, new = dates.queries(False, 2, 3, 0.01), dates.queries(True, 2, 3, 0.01)
+    assert [q.template for q in old] == [q.template for q in new] == [t for t in range(1, 23) for _ in range(2)]
+    moved = [(a.params, b.params) for a, b in zip(old, new) if a.params != b.params]
+    assert moved and all(set(a) == set(b) and {k for k in a if a[k] != b[k]} <= {"DATE"} for a, b in moved)
+    assert all(b["DATE"] >= a["DATE"] for a, b in moved)  # later, or as late already
+    assert {q.params["DATE"] for q in new if q.template in (5, 6, 12, 20)} == {"1997-01-01"}  # years 1993-1997
+    assert {q.params["REGION"] for q in region.queries(True, 3, 3, 0.01) if "REGION" in q.params} == {"ASIA"}
+
+
 def test_the_parser_adds_layout_bench_shift():
     parser = argparse.ArgumentParser(prog="layout bench")
     shift.add_shift_parser(parser.add_subparsers(dest="bench_command", required=True))
     args = parser.parse_args(["shift", "--sf", "0.1", "--json"])
     assert args.func is shift.cmd_bench_shift
-    assert (args.sf, args.block_rows, args.per_template, args.q, args.w, args.json) == (
-        0.1, None, 8, "100,200,500,1000", 100.0, True)
+    assert (args.sf, args.block_rows, args.per_template, args.q, args.w, args.json, args.scenario) == (
+        0.1, None, 8, "100,200,500,1000", 100.0, True, "templates")
+    assert parser.parse_args(["shift", "--scenario", "local-region"]).scenario == "local-region"
     assert "shift" in parser.format_help()
 
 
@@ -122,8 +137,8 @@ def test_the_benchmark_end_to_end_on_two_tables(spark, tmp_path, monkeypatch, ca
     line and result.json. All 8 tables and templates 1-22, in a process of its own as a user
     runs it: tests/bench/test_bench_shift_full.py (`make test-bench`)."""
     monkeypatch.setattr(shift, "STAR_ORDER", ("part", "lineitem"))  # parents first, as the star DAG
-    monkeypatch.setattr(shift, "OLD_TEMPLATES", (6, 14))  # lineitem's dates and discounts, part's type
-    monkeypatch.setattr(shift, "NEW_TEMPLATES", (17, 19))  # part's brand, container and size
+    # from lineitem's dates and discounts and part's type (6, 14) to part's brand, container and size (17, 19)
+    monkeypatch.setitem(shift.SCENARIOS, "templates", shift.Scenario("templates", (6, 14), (17, 19)))
     monkeypatch.setattr(spark, "stop", lambda: None)  # run() stops its session: not the tests' one
     work = tmp_path / "shift"
     assert shift.main(["--sf", "0.01", "--per-template", "6", "--block-rows", "1000", "--q", "100,200",

@@ -264,6 +264,37 @@ def test_skew_leaves_dates_uniform():
     assert len(years) == 5 and max(years.values()) / 1000 < 0.3
 
 
+def test_a_focus_on_the_latest_dates_moves_only_the_dates():
+    latest = tpch.Focus(latest=0.2)
+    years = Counter(p["DATE"] for p in _params(6, 300, focus=latest))
+    assert set(years) == {"1997-01-01"}  # the latest fifth of 1993-1997
+    months = Counter(p["DATE"] for p in _params(4, 300, focus=latest))  # 1993-01 .. 1997-10: 58 months
+    assert min(months) == "1996-11-01" and max(months) == "1997-10-01" and len(months) == 12
+    days = Counter(p["DATE"] for p in _params(3, 300, focus=latest))  # a day of March 1995
+    assert set(days) == {f"1995-03-{day}" for day in range(26, 32)}  # round(0.2 x 31) = 6 days
+    # other parameters keep their draws: q6's discount and quantity, q3's segment
+    assert [(p["DISCOUNT"], p["QUANTITY"]) for p in _params(6, 50, focus=latest)] == [
+        (p["DISCOUNT"], p["QUANTITY"]) for p in _params(6, 50)]
+    assert [p["SEGMENT"] for p in _params(3, 50, focus=latest)] == [p["SEGMENT"] for p in _params(3, 50)]
+
+
+def test_a_focus_on_a_region_moves_regions_and_nations_there():
+    asia = tpch.Focus(region="ASIA")
+    assert {p["REGION"] for t in (2, 5) for p in _params(t, 100, focus=asia)} == {"ASIA"}
+    nations = {p[name] for t, names in ((7, ("NATION1", "NATION2")), (8, ("NATION",)), (11, ("NATION",)),
+                                        (20, ("NATION",)), (21, ("NATION",)))
+               for p in _params(t, 100, focus=asia) for name in names}
+    assert nations == {"INDIA", "INDONESIA", "JAPAN", "CHINA", "VIETNAM"}
+    assert all(p["NATION1"] != p["NATION2"] for p in _params(7, 100, focus=asia))
+    assert all(p["REGION"] == "ASIA" for p in _params(8, 100, focus=asia))
+    # an empty focus moves nothing
+    assert tpch.generate(2, 5, focus=tpch.Focus()) == tpch.generate(2, 5)
+    with pytest.raises(ValueError, match="unknown region 'ATLANTIS'"):
+        tpch.Focus(region="ATLANTIS")
+    with pytest.raises(ValueError, match=r"share of a date range in \(0, 1\]"):
+        tpch.Focus(latest=0)
+
+
 # ------------------------------------------------------------------ output
 
 
