@@ -107,7 +107,8 @@ def _days(date: dt.date) -> int:
 def _replace(table: pa.Table, name: str, values) -> pa.Table:
     """`table` with column `name` replaced by `values`, cast to the column's type."""
     i = table.schema.get_field_index(name)
-    return table.set_column(i, table.schema.field(i), pa.array(values).cast(table.schema.field(i).type))
+    values = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values)
+    return table.set_column(i, table.schema.field(i), values.cast(table.schema.field(i).type))
 
 
 def _cents(column: pa.ChunkedArray) -> np.ndarray:
@@ -122,9 +123,10 @@ def _decimal_from_cents(cents: np.ndarray, type_: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(type_, len(cents), [None, pa.py_buffer(np.ascontiguousarray(unscaled))])
 
 
-def _with_country_codes(phones: pa.ChunkedArray, nations: np.ndarray) -> list[str]:
+def _with_country_codes(phones: pa.ChunkedArray, nations: np.ndarray) -> pa.Array:
     """TPC-H phones start with the nation's country code, nation key + 10 (q22 reads it)."""
-    return [f"{n + 10}{p[2:]}" for n, p in zip(nations.tolist(), phones.to_pylist())]
+    codes = pa.array(nations + 10).cast(pa.string())
+    return pc.binary_join_element_wise(codes, pc.utf8_slice_codeunits(phones.combine_chunks(), 2), "")
 
 
 def skew_tables(tables: dict[str, pa.Table], variant: TpchVariant) -> dict[str, pa.Table]:
@@ -147,9 +149,10 @@ def _skew(tables: dict[str, pa.Table], variant: TpchVariant, rng: np.random.Gene
         return zipf_column(n_rows, np.asarray(domain), z, mode, rng)
 
     part = tables["part"].sort_by("p_partkey")
-    brands = column(part.num_rows, BRANDS)
-    part = _replace(part, "p_brand", brands)
-    part = _replace(part, "p_mfgr", [f"Manufacturer#{b[6]}" for b in brands.tolist()])
+    brands = pa.array(column(part.num_rows, BRANDS))
+    part = _replace(part, "p_brand", brands)  # Brand#MN is made by Manufacturer#M
+    maker = pc.utf8_slice_codeunits(brands, 6, 7)
+    part = _replace(part, "p_mfgr", pc.binary_join_element_wise("Manufacturer#", maker, ""))
     part = _replace(part, "p_size", column(part.num_rows, np.arange(SIZES[0], SIZES[1] + 1)))
 
     people = {}
