@@ -242,15 +242,18 @@ def schema_from_dict(data: Mapping) -> Schema:
     return Schema(str(data.get("name", "schema")), tables)
 
 
+SHIPPED_SCHEMAS = ("tpch", "trips")  # layout_core/schemas/<name>.yaml
+
+
 def load_schema(name_or_path: str | Path) -> Schema:
-    """A shipped schema by name ('tpch'), or a YAML/JSON file by path."""
+    """A shipped schema by name ('tpch', 'trips'), or a YAML/JSON file by path."""
     text: str
-    if str(name_or_path) == "tpch":
-        text = resources.files("layout_core.schemas").joinpath("tpch.yaml").read_text()
+    if str(name_or_path) in SHIPPED_SCHEMAS:
+        text = resources.files("layout_core.schemas").joinpath(f"{name_or_path}.yaml").read_text()
     else:
         path = Path(name_or_path)
         if not path.is_file():
-            raise SchemaError(f"no schema file at {path} (or use the shipped name 'tpch')")
+            raise SchemaError(f"no schema file at {path} (or use a shipped name: {', '.join(SHIPPED_SCHEMAS)})")
         text = path.read_text()
     try:
         data = json.loads(text) if str(name_or_path).endswith(".json") else yaml.safe_load(text)

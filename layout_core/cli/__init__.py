@@ -1,6 +1,7 @@
 """The `layout` command line. Each subcommand is a thin call into layout_core.
 
-    layout tpch generate --sf 0.1 --out DIR
+    layout tpch generate --sf 0.1 --out DIR [--skew 2 --skew-mode runs|iid] [--time-ordered-keys]
+    layout trips generate --rows 1000000 --outliers 0.01 --out DIR
     layout workload tpch --per-template 8 --seed 1 [--templates 3,5,6] [--skew 3] --out FILE.sql
     layout workload analyze FILE.sql [--schema tpch] [--json]
     layout workload import FILE (.sql statements or JSON lines {"ts", "sql"})
@@ -47,6 +48,7 @@ from layout_core.workload.analyze import analyze_file, format_summary
 from layout_core.workload.history import QueryRecorder, parse_query_log, summarize_history
 from layout_core.workload.tpch import generate, write_sql_file
 from layout_core.workload.tpch_skew import TpchVariant, generate_tpch_variant
+from layout_core.workload.trips import generate_trips
 
 log = logging.getLogger("layout")
 
@@ -89,6 +91,17 @@ def cmd_tpch_generate(args) -> int:
     variant = _tpch_variant(args)
     paths = generate_tpch_variant(args.sf, args.out, variant)
     print(f"TPC-H SF {args.sf:g}, {variant.name} data:")
+    for table, path in paths.items():
+        print(f"{table:10s} {path}")
+    return 0
+
+
+def cmd_trips_generate(args) -> int:
+    try:
+        paths = generate_trips(args.rows, args.outliers, args.seed, args.out)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    print(f"{args.rows:,} trips, {args.outliers:.0%} outliers (seed {args.seed}):")
     for table, path in paths.items():
         print(f"{table:10s} {path}")
     return 0
@@ -609,6 +622,16 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--out", required=True, help="output folder")
     add_tpch_variant_arguments(gen)
     gen.set_defaults(func=cmd_tpch_generate)
+
+    trips = sub.add_parser("trips", help="taxi trips with correlated columns and outliers (schema trips)")
+    trips_gen = trips.add_subparsers(dest="trips_command", required=True).add_parser(
+        "generate", help="write zone, payment and trips as Parquet")
+    trips_gen.add_argument("--rows", type=int, default=1_000_000, help="trips (default 1000000)")
+    trips_gen.add_argument("--outliers", type=float, default=0.01,
+                           help="share of trips that break the correlations, in [0, 1) (default 0.01)")
+    trips_gen.add_argument("--seed", type=int, default=1, help="seed (default 1)")
+    trips_gen.add_argument("--out", required=True, help="output folder")
+    trips_gen.set_defaults(func=cmd_trips_generate)
 
     workload = sub.add_parser("workload", help="query logs").add_subparsers(dest="workload_command", required=True)
     wt = workload.add_parser("tpch", help="generate TPC-H query instances with random parameters")

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from layout_core.base.errors import ToolError
+from layout_core.workload.arrow_columns import cents, decimal_from_cents
 from layout_core.workload.tpch_data import generate_tpch
 
 SKEW_MODES = ("runs", "iid")
@@ -111,18 +112,6 @@ def _replace(table: pa.Table, name: str, values) -> pa.Table:
     return table.set_column(i, table.schema.field(i), values.cast(table.schema.field(i).type))
 
 
-def _cents(column: pa.ChunkedArray) -> np.ndarray:
-    """A decimal(15,2) column as int64 cents (exact)."""
-    return np.asarray(pc.cast(pc.multiply(column, pa.scalar(100)), pa.int64()))
-
-
-def _decimal_from_cents(cents: np.ndarray, type_: pa.DataType) -> pa.Array:
-    """int64 cents as a decimal(p, 2) column: the cents are its unscaled 128-bit values."""
-    cents = np.asarray(cents, dtype=np.int64)
-    unscaled = np.stack([cents, cents >> 63], axis=1)  # little-endian low and sign-extended high words
-    return pa.Array.from_buffers(type_, len(cents), [None, pa.py_buffer(np.ascontiguousarray(unscaled))])
-
-
 def _with_country_codes(phones: pa.ChunkedArray, nations: np.ndarray) -> pa.Array:
     """TPC-H phones start with the nation's country code, nation key + 10 (q22 reads it)."""
     codes = pa.array(nations + 10).cast(pa.string())
@@ -192,12 +181,12 @@ def _lines_on_new_parts(lines: pa.Table, part: pa.Table, partsupp: pa.Table, col
     slot = np.argmax(suppliers[old_part] == old_supp[:, None], axis=1)
     new_part = column(lines.num_rows, partkeys)
     price = np.zeros(partkeys.max() + 1, dtype=np.int64)
-    price[partkeys] = _cents(part["p_retailprice"])
-    quantity = _cents(lines["l_quantity"]) // 100  # whole units
+    price[partkeys] = cents(part["p_retailprice"])
+    quantity = cents(lines["l_quantity"]) // 100  # whole units
     lines = _replace(lines, "l_partkey", new_part)
     lines = _replace(lines, "l_suppkey", suppliers[new_part, slot])
     return _replace(lines, "l_extendedprice",
-                    _decimal_from_cents(quantity * price[new_part], lines.schema.field("l_extendedprice").type))
+                    decimal_from_cents(quantity * price[new_part], lines.schema.field("l_extendedprice").type))
 
 
 def _dates_and_statuses(lines: pa.Table, orders: pa.Table, order_days: np.ndarray, column,
@@ -225,14 +214,14 @@ def _dates_and_statuses(lines: pa.Table, orders: pa.Table, order_days: np.ndarra
     lines = _replace(lines, "l_linestatus", status.astype(str))
 
     # o_totalprice = sum(extendedprice x (1 + tax) x (1 - discount)), in cents
-    charge = (_cents(lines["l_extendedprice"]) * (100 + _cents(lines["l_tax"])) * (100 - _cents(lines["l_discount"])))
+    charge = (cents(lines["l_extendedprice"]) * (100 + cents(lines["l_tax"])) * (100 - cents(lines["l_discount"])))
     charge = np.round(charge / 10_000).astype(np.int64)
     total = np.bincount(line_order, weights=charge, minlength=len(order_keys)).round().astype(np.int64)
     lines_open = np.bincount(line_order, weights=status == "O", minlength=len(order_keys))
     lines_all = np.bincount(line_order, minlength=len(order_keys))
     order_status = np.where(lines_open == lines_all, "O", np.where(lines_open == 0, "F", "P"))
     orders = _replace(orders, "o_orderstatus", order_status.astype(str))
-    orders = _replace(orders, "o_totalprice", _decimal_from_cents(total, orders.schema.field("o_totalprice").type))
+    orders = _replace(orders, "o_totalprice", decimal_from_cents(total, orders.schema.field("o_totalprice").type))
     return lines, orders
 
 
