@@ -41,7 +41,7 @@ import logging
 import math
 import shutil
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +54,7 @@ from layout_core.flows.nightly.in_memory import lay_out_in_memory
 from layout_core.optimizers import TableQueries
 from layout_core.optimizers.plan import TupleBlocks
 from layout_core.predicates import TRUE, identifier, to_sql
-from layout_core.base.schema import load_schema
+from layout_core.base.schema import Schema, load_schema
 from layout_core.runs.publish import tree_records
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
@@ -110,12 +110,14 @@ def layout_optimizer(layout: str) -> tuple[str, dict]:
     return name, settings
 
 
-def layout_settings(layout: str, table: str, block_rows: int, extra: dict | None = None) -> dict:
+def layout_settings(layout: str, table: str, block_rows: int, extra: dict | None = None,
+                    sort_keys: dict[str, str] = SORT_KEYS) -> dict:
     """B1's settings of one layout for one table: the optimizers' defaults but
-    block_rows, and sortkey's column (lineitem by ship date, orders by order date)."""
+    block_rows, and sortkey's column (TPC-H: lineitem by ship date, orders by order date;
+    "" sorts by the primary key)."""
     settings = {"block_rows": block_rows, **layout_optimizer(layout)[1], **(extra or {})}
     if layout == "sortkey":
-        settings["sort_column"] = SORT_KEYS.get(table, "")
+        settings["sort_column"] = sort_keys.get(table, "")
     return settings
 
 
@@ -130,25 +132,50 @@ def index_bytes(plan, tree_nodes: int, lineage: dict, literal_key_bytes: int) ->
     return tree_nodes * NODE_BYTES + (lineage_ids + cells) * ID_BYTES + literal_key_bytes
 
 
+@dataclass(frozen=True)
+class BenchData:
+    """What a benchmark lays out and asks: tables (`paths`, Parquet files by table) of
+    `schema`, queries with a `template` and an `instance` number (odd instances train,
+    even ones test), sortkey's column per table, and the fields that name the data in
+    the report (`info`, `title`). `name` names the block folders under the work folder."""
+
+    title: str
+    schema: Schema
+    paths: dict
+    queries: tuple
+    sort_keys: dict
+    name: str
+    info: dict
+
+
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
         work: Path = Path(".layout/bench/tpch"), layouts=LAYOUTS, spark_e2e: bool = False,
         tree_settings: dict | None = None, dips: bool = False, data: TpchVariant = TpchVariant()) -> dict:
-    """`tree_settings` (e.g. {"max_cuts": 48, "sample_rows": 0}) override the
-    qdtree/mto defaults, for measuring variants. With `dips`, every layout is
-    also routed with diPs (rows `<layout>+dips`), `tuned` and `mto(join_key)`
-    are laid out too, and the semi-join lower bound is computed. `data`: skewed or
-    time-ordered TPC-H instead of the generator's uniform tables (workload.tpch_skew)."""
+    """B1 on TPC-H at `sf`: `data` skewed or time-ordered instead of the generator's
+    uniform tables (workload.tpch_skew). The rest as `run_benchmark`."""
+    work = work.resolve()
+    suffix = "" if data.uniform else f"_{data.name}"
+    bench = BenchData(f"TPC-H SF {sf} ({data.name} data)", load_schema("tpch"),
+                      generate_tpch_variant(sf, work / f"tpch_sf{sf}{suffix}", data),
+                      tuple(generate(per_template, seed, scale_factor=sf)), SORT_KEYS, f"sf{sf}{suffix}",
+                      {"scale_factor": sf, "data": data.name})
+    return run_benchmark(bench, block_rows, work, layouts, spark_e2e, tree_settings, dips)
+
+
+def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS, spark_e2e: bool = False,
+                  tree_settings: dict | None = None, dips: bool = False) -> dict:
+    """B1's measurements on `data` (the module docstring). `tree_settings` (e.g.
+    {"max_cuts": 48, "sample_rows": 0}) override the qdtree/mto defaults, for measuring
+    variants. With `dips`, every layout is also routed with diPs (rows `<layout>+dips`),
+    `tuned` and `mto(join_key)` are laid out too, and the semi-join lower bound is computed."""
     if dips:
         layouts = tuple(dict.fromkeys((*layouts, *DIP_LAYOUTS)))
 
     work = work.resolve()
-    schema = load_schema("tpch")
+    schema, paths = data.schema, data.paths
     key_hops = schema.key_hops()
-    suffix = "" if data.uniform else f"_{data.name}"
-    paths = generate_tpch_variant(sf, work / f"tpch_sf{sf}{suffix}", data)
-    queries = generate(per_template, seed, scale_factor=sf)
-    train_q = [q for q in queries if q.instance % 2 == 1]
-    test_q = [q for q in queries if q.instance % 2 == 0]
+    train_q = [q for q in data.queries if q.instance % 2 == 1]
+    test_q = [q for q in data.queries if q.instance % 2 == 0]
     train = tuple(analyze(q.sql, schema) for q in train_q)
     test = [analyze(q.sql, schema) for q in test_q]
 
@@ -167,7 +194,7 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
     index_size = {name: 0 for name in layouts}
     key_bytes: dict[str, int] = {}  # literal keys of a join-induced cut, by its SQL
     table_rows: dict[str, int] = {}
-    folders = work / f"blocks_sf{sf}{suffix}_b{block_rows}"
+    folders = work / f"blocks_{data.name}_b{block_rows}"
     e2e = None
     try:
         tables = {t: spark.read.parquet(str(paths[t])).cache() for t in schema.tables}
@@ -178,7 +205,8 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
             for kind in layouts:
                 extra = tree_settings if optimizers[kind] in ("qdtree", "mto", "pando") else None
                 laid = lay_out_in_memory(table, tables[name], tables, optimizers[kind],
-                                         layout_settings(kind, name, block_rows, extra), table_queries)
+                                         layout_settings(kind, name, block_rows, extra, data.sort_keys),
+                                         table_queries)
                 blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX_COLUMN, BLOCK_ID_COLUMN)
                 summaries = summarize_blocks(blocked, table, len(laid.cuts))
                 lineage, cells = block_lineage(blocked, laid.plan.routing_trees(), BLOCK_ID_COLUMN)
@@ -278,9 +306,9 @@ def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: 
         v["blocks_vs_sortkey"] = round(v["blocks_read"] / base, 3)
         v["rows_vs_sortkey"] = round(v["rows_read"] / base_rows, 3)
     chart = work / "b1_per_template.png"
-    _chart(chart, per_template)
+    _chart(chart, per_template, data.title)
     out = {
-        "scale_factor": sf, "data": data.name, "block_rows": block_rows,
+        "dataset": data.title, **data.info, "block_rows": block_rows,
         "train_queries": len(train_q), "test_queries": len(test_q),
         "tree_settings": tree_settings or {},
         "layouts": result_layouts,
@@ -513,7 +541,7 @@ def needed_rows_queries(spark, schema, statements: list[str], raw_paths: dict, f
     return out
 
 
-def _chart(path: Path, per_template: dict[str, dict[int, int]]) -> None:
+def _chart(path: Path, per_template: dict[str, dict[int, int]], title: str) -> None:
     # matplotlib only when the chart is drawn: bench.shift and the tests count blocks without it
     import matplotlib
 
@@ -531,7 +559,7 @@ def _chart(path: Path, per_template: dict[str, dict[int, int]]) -> None:
     ax.set_xticks([x + width * (len(per_template) - 1) / 2 for x in range(len(templates))],
                   [f"q{t}" for t in templates])
     ax.set_ylabel("blocks read (test queries, log)")
-    ax.set_title("B1: blocks read per TPC-H template (lower is better)")
+    ax.set_title(f"B1 on {title}: blocks read per template (lower is better)")
     ax.legend(ncol=5, fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -540,7 +568,7 @@ def _chart(path: Path, per_template: dict[str, dict[int, int]]) -> None:
 
 
 def format_result(r: dict) -> str:
-    lines = [f"B1 on TPC-H SF {r['scale_factor']} ({r.get('data', 'uniform')} data), blocks of {r['block_rows']} rows, "
+    lines = [f"B1 on {r['dataset']}, blocks of {r['block_rows']} rows, "
              f"{r['train_queries']} training / {r['test_queries']} test queries",
              f"{'layout':9s} {'blocks read':>12s} {'vs sortkey':>10s} {'rows read':>12s} {'vs sortkey':>10s} "
              f"{'rows/block':>10s} {'index KiB':>9s}  seconds ({', '.join(STAGES)})"]

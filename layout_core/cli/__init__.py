@@ -505,6 +505,21 @@ def cmd_bench_tpch(args) -> int:
     return 0
 
 
+def cmd_bench_trips(args) -> int:
+    # heavy (Spark, a benchmark): loaded by the command that runs it, so `layout --help` stays fast
+    from layout_core.bench.tpch import format_result
+    from layout_core.bench.trips import run
+
+    if not 0 <= args.outliers < 1 or args.rows < 1:
+        raise UserError(f"--rows must be >= 1 and --outliers in [0, 1), not {args.rows} and {args.outliers:g}")
+    layouts = tuple(name for name in args.layouts.split(",") if name)
+    result = run(rows=args.rows, outliers=args.outliers, block_rows=args.block_rows, per_template=args.per_template,
+                 seed=args.seed, work=Path(args.work), layouts=layouts, spark_e2e=args.spark, dips=args.dips)
+    (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2) if args.json else format_result(result))
+    return 0
+
+
 def cmd_bench_changes(args) -> int:
     # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.bench.changes import main_json, run
@@ -791,6 +806,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_tpch_variant_arguments(bt)
     bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
+
+    btr = bench.add_parser("trips", help="B1's report on taxi trips: correlated columns, outliers (Pando's example)")
+    btr.add_argument("--rows", type=int, default=6_000_000, help="trips (default 6000000)")
+    btr.add_argument("--outliers", type=float, default=0.01, help="share of outlier trips, in [0, 1) (default 0.01)")
+    btr.add_argument("--seed", type=int, default=1, help="seed of the data and the queries (default 1)")
+    btr.add_argument("--block-rows", type=_block_rows, default=10_000, help="rows per block (default 10000)")
+    btr.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
+    btr.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
+                     help="comma-separated layouts, as for bench tpch (default: these five)")
+    btr.add_argument("--spark", action="store_true", help="also write sortkey and mto and time the test queries")
+    btr.add_argument("--dips", action="store_true", help="also route every layout with diPs")
+    btr.add_argument("--work", default=".layout/bench/trips", help="folder for data and results")
+    btr.add_argument("--json", action="store_true")
+    btr.set_defaults(func=cmd_bench_trips)
 
     bc = bench.add_parser("changes", help="MTO 6.5.2: change batches on mto layouts, cut repair vs recomputation")
     bc.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")

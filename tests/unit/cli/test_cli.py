@@ -14,7 +14,8 @@ def test_help_of_every_command(capsys):
                  ["workload", "analyze", "--help"], ["route", "--help"], ["rewrite", "--help"], ["explain", "--help"],
                  ["dag-test", "--help"],
                  ["run-workload", "--help"], ["demo", "--help"], ["bench", "sun", "--help"],
-                 ["catalog", "show", "--help"], ["optimizers", "--help"], ["bench", "tpch", "--help"]):
+                 ["catalog", "show", "--help"], ["optimizers", "--help"], ["bench", "tpch", "--help"],
+                 ["bench", "trips", "--help"], ["trips", "generate", "--help"]):
         with pytest.raises(SystemExit) as done:
             main(argv)
         assert done.value.code == 0

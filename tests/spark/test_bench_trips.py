@@ -1,0 +1,44 @@
+"""`layout bench trips` end to end at a small scale, as a user runs it: B1's report on taxi
+trips (20,000 rows, 1% outliers, blocks of 1,000 rows, sortkey and mto, --spark)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def trips_b1(tmp_path_factory):
+    work = tmp_path_factory.mktemp("bench_trips")
+    # its own process: the benchmark starts and stops a SparkSession of its own
+    done = subprocess.run(
+        [sys.executable, "-m", "layout_core.cli", "bench", "trips", "--rows", "20000", "--block-rows", "1000",
+         "--per-template", "2", "--layouts", "sortkey,mto", "--spark", "--work", str(work), "--json"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout), work
+
+
+def test_the_report_has_b1s_shape_and_mto_skips_where_sortkey_cannot(trips_b1):
+    result, work = trips_b1
+    assert result["dataset"] == "taxi trips, 20,000 rows, 1% outliers"
+    assert (result["rows"], result["outliers"], result["test_queries"]) == (20000, 0.01, 10)
+    assert set(result["layouts"]) == {"sortkey", "mto"}
+    for layout in result["layouts"].values():
+        assert set(layout["tables"]) == {"zone", "payment", "trips"}
+        assert layout["rows_read"] >= result["rows_needed"] > 0  # skipping never loses a row
+        assert set(layout["blocks_per_template"]) == {str(t) for t in range(1, 11)}
+    # sortkey orders trips by pickup time: ranges on distance, fare, duration and tips read every block
+    assert result["layouts"]["mto"]["blocks_read"] < result["layouts"]["sortkey"]["blocks_read"]
+    assert (work / "b1_per_template.png").stat().st_size > 0 and (work / "result.json").exists()
+
+
+def test_rewritten_queries_give_the_raw_answers(trips_b1):
+    spark = trips_b1[0]["spark"]
+    assert spark["queries"] == 10 and spark["identical_answers"], spark["mismatches"]
