@@ -32,6 +32,10 @@ laid out) pando-3 layouts of all 8 tables are also written as block folders, and
 Spark rewritten with its route (block_id filters) on each layout, after the
 same query on the raw tables; answers must be identical, and the total Spark
 seconds per layout are reported.
+
+The measurements take any data: `run_benchmark` over a `BenchData` (schema,
+Parquet tables, queries, sortkey's columns); `run` gives it TPC-H (uniform,
+skewed or time-ordered: workload.tpch_skew), bench.trips the taxi trips.
 """
 
 from __future__ import annotations
