@@ -9,7 +9,7 @@ from pathlib import Path
 
 from layout_core.base.schema import load_schema
 from layout_core.bench.tpch import LAYOUTS, BenchData, run_benchmark
-from layout_core.workload.trips import generate, generate_trips
+from layout_core.workload.trips import TABLES, generate, generate_trips
 
 SORT_KEYS = {"trips": "tr_pickup"}  # sortkey: trips in pickup order, the dimensions by key
 
@@ -20,10 +20,9 @@ def run(rows: int = 6_000_000, outliers: float = 0.01, block_rows: int = 10_000,
     work = work.resolve()
     name = f"rows{rows}_outliers{outliers:g}_seed{seed}"
     data = work / f"trips_{name}"
-    marker = data / "_made"
-    paths = ({t: data / f"{t}.parquet" for t in ("zone", "payment", "trips")} if marker.exists()
-             else generate_trips(rows, outliers, seed, data))  # made once per setting: cached in the work folder
-    marker.touch()
+    # made once per setting, cached in the work folder (generate_trips renames a whole folder into place)
+    paths = ({t: data / f"{t}.parquet" for t in TABLES} if data.is_dir()
+             else generate_trips(rows, outliers, seed, data))
     bench = BenchData(f"taxi trips, {rows:,} rows, {outliers:.0%} outliers", load_schema("trips"), paths,
                       tuple(generate(per_template, seed)), SORT_KEYS, name,
                       {"rows": rows, "outliers": outliers, "seed": seed})

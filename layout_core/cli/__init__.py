@@ -48,6 +48,7 @@ from layout_core.workload.analyze import analyze_file, format_summary
 from layout_core.workload.history import QueryRecorder, parse_query_log, summarize_history
 from layout_core.workload.tpch import generate, write_sql_file
 from layout_core.workload.tpch_skew import TpchVariant, generate_tpch_variant
+from layout_core.workload.trips import check_settings as check_trips_settings
 from layout_core.workload.trips import generate_trips
 
 log = logging.getLogger("layout")
@@ -496,10 +497,18 @@ def cmd_bench_tpch(args) -> int:
     # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.bench.tpch import format_result, run
 
-    layouts = tuple(name for name in args.layouts.split(",") if name)
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
-                 work=Path(args.work), layouts=layouts, spark_e2e=args.spark, dips=args.dips,
+                 work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips,
                  data=_tpch_variant(args))
+    return _b1_report(args, result, format_result)
+
+
+def _layouts(args) -> tuple[str, ...]:
+    return tuple(name for name in args.layouts.split(",") if name)
+
+
+def _b1_report(args, result: dict, format_result) -> int:
+    """B1's report: result.json in the work folder, and the report (or the JSON) printed."""
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2) if args.json else format_result(result))
     return 0
@@ -510,14 +519,13 @@ def cmd_bench_trips(args) -> int:
     from layout_core.bench.tpch import format_result
     from layout_core.bench.trips import run
 
-    if not 0 <= args.outliers < 1 or args.rows < 1:
-        raise UserError(f"--rows must be >= 1 and --outliers in [0, 1), not {args.rows} and {args.outliers:g}")
-    layouts = tuple(name for name in args.layouts.split(",") if name)
+    try:
+        check_trips_settings(args.rows, args.outliers)
+    except ValueError as e:
+        raise UserError(str(e)) from None
     result = run(rows=args.rows, outliers=args.outliers, block_rows=args.block_rows, per_template=args.per_template,
-                 seed=args.seed, work=Path(args.work), layouts=layouts, spark_e2e=args.spark, dips=args.dips)
-    (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2) if args.json else format_result(result))
-    return 0
+                 seed=args.seed, work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips)
+    return _b1_report(args, result, format_result)
 
 
 def cmd_bench_changes(args) -> int:
@@ -624,6 +632,23 @@ def add_tpch_variant_arguments(parser) -> None:
                              "generator); iid: the same frequencies drawn independently of the key (default runs)")
     parser.add_argument("--time-ordered-keys", action="store_true", help="number orders by order date")
     parser.add_argument("--data-seed", type=int, default=1, help="seed of the skewed values (default 1)")
+
+
+def add_b1_arguments(parser, work: str) -> None:
+    """What every B1 report takes (bench tpch, bench trips): blocks, queries, layouts, Spark, diPs."""
+    parser.add_argument("--block-rows", type=_block_rows, default=10_000, help="rows per block (default 10000)")
+    parser.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
+    parser.add_argument("--work", default=work, help=f"folder for data and results (default {work})")
+    parser.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
+                        help="comma-separated layouts (default: these five; also tuned, pando-K with K trees, "
+                             "e.g. pando-2,pando-3,pando-4, pando-auto, and mto(join_key): leaves ordered by the key)")
+    parser.add_argument("--spark", action="store_true",
+                        help="also write sortkey and mto as block folders and time the test queries on Spark "
+                             "(rewritten with their routes; answers compared)")
+    parser.add_argument("--dips", action="store_true",
+                        help="also route every layout with data-induced predicates (rows <layout>+dips), lay out "
+                             "tuned and mto(join_key) too, and compute the semi-join lower bound")
+    parser.add_argument("--json", action="store_true")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -791,34 +816,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     bt = bench.add_parser("tpch", help="B1: sortkey, zorder, hilbert, qdtree, mto on all TPC-H tables")
     bt.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    bt.add_argument("--block-rows", type=_block_rows, default=10_000, help="rows per block (default 10000)")
-    bt.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
-    bt.add_argument("--work", default=".layout/bench/tpch", help="folder for data and results")
-    bt.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
-                    help="comma-separated layouts (default: these five; also tuned, pando-K with K trees, "
-                         "e.g. pando-2,pando-3,pando-4, pando-auto, and mto(join_key): leaves ordered by the key)")
-    bt.add_argument("--spark", action="store_true",
-                    help="also write sortkey and mto as block folders and time the test queries on Spark "
-                         "(rewritten with their routes; answers compared)")
-    bt.add_argument("--dips", action="store_true",
-                    help="also route every layout with data-induced predicates (rows <layout>+dips), lay out "
-                         "tuned and mto(join_key) too, and compute the semi-join lower bound")
+    add_b1_arguments(bt, ".layout/bench/tpch")
     add_tpch_variant_arguments(bt)
-    bt.add_argument("--json", action="store_true")
     bt.set_defaults(func=cmd_bench_tpch)
 
     btr = bench.add_parser("trips", help="B1's report on taxi trips: correlated columns, outliers (Pando's example)")
     btr.add_argument("--rows", type=int, default=6_000_000, help="trips (default 6000000)")
     btr.add_argument("--outliers", type=float, default=0.01, help="share of outlier trips, in [0, 1) (default 0.01)")
     btr.add_argument("--seed", type=int, default=1, help="seed of the data and the queries (default 1)")
-    btr.add_argument("--block-rows", type=_block_rows, default=10_000, help="rows per block (default 10000)")
-    btr.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
-    btr.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
-                     help="comma-separated layouts, as for bench tpch (default: these five)")
-    btr.add_argument("--spark", action="store_true", help="also write sortkey and mto and time the test queries")
-    btr.add_argument("--dips", action="store_true", help="also route every layout with diPs")
-    btr.add_argument("--work", default=".layout/bench/trips", help="folder for data and results")
-    btr.add_argument("--json", action="store_true")
+    add_b1_arguments(btr, ".layout/bench/trips")
     btr.set_defaults(func=cmd_bench_trips)
 
     bc = bench.add_parser("changes", help="MTO 6.5.2: change batches on mto layouts, cut repair vs recomputation")

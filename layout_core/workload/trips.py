@@ -114,13 +114,18 @@ def trips(rows: int, outliers: float, seed: int, zone: pa.Table) -> pa.Table:
     })
 
 
-def generate_trips(rows: int, outliers: float, seed: int, out: str | Path) -> dict[str, Path]:
-    """The three tables as `<out>/<table>.parquet`, written to a temporary folder renamed
-    into place (a killed run leaves no half-made tables)."""
+def check_settings(rows: int, outliers: float) -> None:
+    """ValueError naming a setting the generator cannot make."""
     if rows < 1:
         raise ValueError(f"rows must be at least 1, not {rows}")
     if not 0 <= outliers < 1:
         raise ValueError(f"the outlier share must be in [0, 1), not {outliers:g}")
+
+
+def generate_trips(rows: int, outliers: float, seed: int, out: str | Path) -> dict[str, Path]:
+    """The three tables as `<out>/<table>.parquet`, written to a temporary folder renamed
+    into place (a killed run leaves no half-made tables)."""
+    check_settings(rows, outliers)
     out = Path(out)
     zone = zones()
     tables = {"zone": zone, "payment": payments(), "trips": trips(rows, outliers, seed, zone)}
