@@ -242,7 +242,7 @@ def schema_from_dict(data: Mapping) -> Schema:
     return Schema(str(data.get("name", "schema")), tables)
 
 
-SHIPPED_SCHEMAS = ("tpch", "trips")  # layout_core/schemas/<name>.yaml
+SHIPPED_SCHEMAS = ("tpch", "trips", "tpcds")  # layout_core/schemas/<name>.yaml
 
 
 def load_schema(name_or_path: str | Path) -> Schema:

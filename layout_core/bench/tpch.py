@@ -35,7 +35,8 @@ seconds per layout are reported.
 
 The measurements take any data: `run_benchmark` over a `BenchData` (schema,
 Parquet tables, queries, sortkey's columns); `run` gives it TPC-H (uniform,
-skewed or time-ordered: workload.tpch_skew), bench.trips the taxi trips.
+skewed or time-ordered: workload.tpch_skew), bench.trips the taxi trips,
+bench.tpcds TPC-DS. Every table that some query reads is laid out.
 """
 
 from __future__ import annotations
@@ -182,6 +183,8 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     test_q = [q for q in data.queries if q.instance % 2 == 0]
     train = tuple(analyze(q.sql, schema) for q in train_q)
     test = [analyze(q.sql, schema) for q in test_q]
+    # the tables some query reads (TPC-DS has tables no template of ours touches)
+    read = tuple(t for t in schema.tables if any(ref.table == t for a in (*train, *test) for ref in a.refs))
 
     optimizers = {name: layout_optimizer(name)[0] for name in layouts}  # unknown names fail here
     if spark_e2e and not set(E2E_LAYOUTS) <= set(layouts):
@@ -204,7 +207,8 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
         tables = {t: spark.read.parquet(str(paths[t])).cache() for t in schema.tables}
         for t, frame in tables.items():
             frame.createOrReplaceTempView(t)
-        for name, table in schema.tables.items():
+        for name in read:
+            table = schema.tables[name]
             table_queries = TableQueries(name, train, key_hops)
             for kind in layouts:
                 extra = tree_settings if optimizers[kind] in ("qdtree", "mto", "pando") else None
@@ -297,7 +301,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
             e2e_kinds = [*E2E_LAYOUTS, *(k for k in E2E_OPTIONAL if k in layouts),
                          *([best_written] if best_written else [])]
             e2e = spark_end_to_end(spark, schema, [q.sql for q in test_q], paths, folders,
-                                   {kind: routing[kind] for kind in e2e_kinds})
+                                   {kind: routing[kind] for kind in e2e_kinds}, read)
     finally:
         spark.stop()
 
@@ -312,7 +316,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     chart = work / "b1_per_template.png"
     _chart(chart, per_template, data.title)
     out = {
-        "dataset": data.title, **data.info, "block_rows": block_rows,
+        "dataset": data.title, **data.info, "block_rows": block_rows, "tables_laid_out": list(read),
         "train_queries": len(train_q), "test_queries": len(test_q),
         "tree_settings": tree_settings or {},
         "layouts": result_layouts,
@@ -428,7 +432,7 @@ def _percentiles(latencies: list[float]) -> dict:
 
 
 def spark_end_to_end(spark, schema, statements: list[str], raw_paths: dict, folders: Path,
-                     indexes: dict) -> dict:
+                     indexes: dict, tables=None) -> dict:
     """Every statement on the raw tables (the reference answer, and the JVM's
     warm-up), then rewritten with its route on each layout's block folders,
     and on `NEEDED`: the rows each reference needs, as files of their own.
@@ -448,11 +452,12 @@ def spark_end_to_end(spark, schema, statements: list[str], raw_paths: dict, fold
     not timed here (B1 reports router latency).
     """
     kinds = [*indexes, NEEDED]
+    tables = tuple(schema.tables if tables is None else tables)  # the ones laid out as block folders
     raw = {t: spark.read.parquet(str(raw_paths[t])) for t in schema.tables}
     # `mto+dips` reads mto's blocks, routed with diPs
-    laid = {k: {t: spark.read.parquet(str(folders / k.removesuffix(DIPS) / t)) for t in schema.tables}
+    laid = {k: {t: spark.read.parquet(str(folders / k.removesuffix(DIPS) / t)) for t in tables}
             for k in indexes}
-    locations = {k: {t: str(folders / k.removesuffix(DIPS) / t) for t in schema.tables} for k in indexes}
+    locations = {k: {t: str(folders / k.removesuffix(DIPS) / t) for t in tables} for k in indexes}
 
     def use(frames):
         for t, frame in frames.items():

@@ -2,7 +2,9 @@
 
     layout tpch generate --sf 0.1 --out DIR [--skew 2 --skew-mode runs|iid] [--time-ordered-keys]
     layout trips generate --rows 1000000 --outliers 0.01 --out DIR
+    layout tpcds generate --sf 1 --out DIR
     layout workload tpch --per-template 8 --seed 1 [--templates 3,5,6] [--skew 3] --out FILE.sql
+    layout workload tpcds --per-template 8 --seed 1 [--templates 3,7,96] --out FILE.sql
     layout workload analyze FILE.sql [--schema tpch] [--json]
     layout workload import FILE (.sql statements or JSON lines {"ts", "sql"})
     layout workload history [--since 1d] [--table T] [--limit 20] [--json]
@@ -44,8 +46,10 @@ from layout_core.skipping.explain import explain_query
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.sql.statements import split_statements
+from layout_core.workload import tpcds
 from layout_core.workload.analyze import analyze_file, format_summary
 from layout_core.workload.history import QueryRecorder, parse_query_log, summarize_history
+from layout_core.workload.tpcds_data import generate_tpcds
 from layout_core.workload.tpch import generate, write_sql_file
 from layout_core.workload.tpch_skew import TpchVariant, generate_tpch_variant
 from layout_core.workload.trips import check_settings as check_trips_settings
@@ -64,6 +68,20 @@ def _templates(text: str | None) -> list[int] | None:
     bad = [n for n in numbers if not 1 <= n <= 22]
     if bad:
         raise argparse.ArgumentTypeError(f"TPC-H templates are 1..22, not {bad}")
+    return numbers
+
+
+def _tpcds_templates(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        numbers = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--templates takes numbers like 3,7,96, not {text!r}") from None
+    bad = [n for n in numbers if n not in tpcds.TEMPLATE_NUMBERS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"TPC-DS templates here are {', '.join(map(str, tpcds.TEMPLATE_NUMBERS))}; "
+                                         f"not {bad}")
     return numbers
 
 
@@ -105,6 +123,24 @@ def cmd_trips_generate(args) -> int:
     print(f"{args.rows:,} trips, {args.outliers:.0%} outliers (seed {args.seed}):")
     for table, path in paths.items():
         print(f"{table:10s} {path}")
+    return 0
+
+
+def cmd_tpcds_generate(args) -> int:
+    paths = generate_tpcds(args.sf, args.out)
+    print(f"TPC-DS SF {args.sf:g}:")
+    for table, path in paths.items():
+        print(f"{table:24s} {path}")
+    return 0
+
+
+def cmd_workload_tpcds(args) -> int:
+    try:
+        queries = tpcds.generate(args.per_template, args.seed, templates=args.templates)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    write_sql_file(queries, args.out, "tpcds")
+    print(f"wrote {len(queries)} queries to {args.out}")
     return 0
 
 
@@ -528,6 +564,16 @@ def cmd_bench_trips(args) -> int:
     return _b1_report(args, result, format_result)
 
 
+def cmd_bench_tpcds(args) -> int:
+    # heavy (Spark, a benchmark): loaded by the command that runs it, so `layout --help` stays fast
+    from layout_core.bench.tpcds import run
+    from layout_core.bench.tpch import format_result
+
+    result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template, seed=args.seed,
+                 work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips)
+    return _b1_report(args, result, format_result)
+
+
 def cmd_bench_changes(args) -> int:
     # heavy (Spark, a benchmark, Airflow): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.bench.changes import main_json, run
@@ -673,6 +719,12 @@ def build_parser() -> argparse.ArgumentParser:
     trips_gen.add_argument("--out", required=True, help="output folder")
     trips_gen.set_defaults(func=cmd_trips_generate)
 
+    tpcds_gen = sub.add_parser("tpcds", help="TPC-DS data (dsdgen)").add_subparsers(
+        dest="tpcds_command", required=True).add_parser("generate", help="write the 24 TPC-DS tables as Parquet")
+    tpcds_gen.add_argument("--sf", type=float, default=1.0, help="scale factor, 0.01 to 10 (default 1)")
+    tpcds_gen.add_argument("--out", required=True, help="output folder")
+    tpcds_gen.set_defaults(func=cmd_tpcds_generate)
+
     workload = sub.add_parser("workload", help="query logs").add_subparsers(dest="workload_command", required=True)
     wt = workload.add_parser("tpch", help="generate TPC-H query instances with random parameters")
     wt.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
@@ -682,6 +734,13 @@ def build_parser() -> argparse.ArgumentParser:
     wt.add_argument("--sf", type=float, default=1.0, help="scale factor the parameters assume (q11)")
     wt.add_argument("--out", required=True, help="the .sql file to write")
     wt.set_defaults(func=cmd_workload_tpch)
+
+    wd = workload.add_parser("tpcds", help="generate TPC-DS query instances with random parameters")
+    wd.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
+    wd.add_argument("--seed", type=int, default=1)
+    wd.add_argument("--templates", type=_tpcds_templates, help="comma-separated template numbers (default all 35)")
+    wd.add_argument("--out", required=True, help="the .sql file to write")
+    wd.set_defaults(func=cmd_workload_tpcds)
 
     wa = workload.add_parser("analyze", help="predicates, joins and candidate cuts per table")
     wa.add_argument("file", help="a SQL file, statements separated by ';'")
@@ -826,6 +885,12 @@ def build_parser() -> argparse.ArgumentParser:
     btr.add_argument("--seed", type=int, default=1, help="seed of the data and the queries (default 1)")
     add_b1_arguments(btr, ".layout/bench/trips")
     btr.set_defaults(func=cmd_bench_trips)
+
+    bd = bench.add_parser("tpcds", help="B2: B1's report on TPC-DS (35 templates joining facts and dimensions)")
+    bd.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor, 0.01 to 10 (default 1)")
+    bd.add_argument("--seed", type=int, default=1, help="seed of the queries (default 1)")
+    add_b1_arguments(bd, ".layout/bench/tpcds")
+    bd.set_defaults(func=cmd_bench_tpcds)
 
     bc = bench.add_parser("changes", help="MTO 6.5.2: change batches on mto layouts, cut repair vs recomputation")
     bc.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")

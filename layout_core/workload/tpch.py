@@ -481,14 +481,14 @@ def generate(
     return out
 
 
-def write_sql_file(queries: Iterable[GeneratedQuery], path: str | Path) -> Path:
+def write_sql_file(queries: Iterable[GeneratedQuery], path: str | Path, benchmark: str = "tpch") -> Path:
     """Write the queries to ``path``: per query a header comment line
-    ``-- tpch q<N> instance <i> params <json>``, the statement ending in ``;``
+    ``-- <benchmark> q<N> instance <i> params <json>``, the statement ending in ``;``
     and a blank line.  Returns the path."""
     path = Path(path)
     chunks = []
     for q in queries:
-        header = f"-- tpch q{q.template} instance {q.instance} params {json.dumps(q.params)}"
+        header = f"-- {benchmark} q{q.template} instance {q.instance} params {json.dumps(q.params)}"
         chunks.append(f"{header}\n{q.sql.rstrip().rstrip(';').rstrip()};\n\n")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(chunks), encoding="utf-8")
