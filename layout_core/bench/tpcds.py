@@ -21,9 +21,11 @@ SORT_KEYS = {"store_sales": "ss_sold_date_sk", "catalog_sales": "cs_sold_date_sk
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
         work: Path = Path(".layout/bench/tpcds"), layouts=LAYOUTS, spark_e2e: bool = False,
-        dips: bool = False) -> dict:
+        dips: bool = False, templates=None) -> dict:
+    """B2 at `sf` on `templates` (default all 35 of workload.tpcds)."""
     work = work.resolve()
+    queries = tuple(generate(per_template, seed, templates))
     bench = BenchData(f"TPC-DS SF {sf:g}", load_schema("tpcds"), generate_tpcds(sf, work / f"tpcds_sf{sf:g}"),
-                      tuple(generate(per_template, seed)), SORT_KEYS, f"sf{sf:g}",
-                      {"scale_factor": sf, "seed": seed})
+                      queries, SORT_KEYS, f"sf{sf:g}",
+                      {"scale_factor": sf, "seed": seed, "templates": sorted({q.template for q in queries})})
     return run_benchmark(bench, block_rows, work, layouts, spark_e2e, None, dips)

@@ -559,14 +559,14 @@ def _chart(path: Path, per_template: dict[str, dict[int, int]], title: str) -> N
     import matplotlib.pyplot as plt
 
     templates = sorted({t for v in per_template.values() for t in v})
-    fig, ax = plt.subplots(figsize=(11, 4))
+    fig, ax = plt.subplots(figsize=(max(11, 0.4 * len(templates)), 4))  # TPC-DS has 35 templates
     width = 0.8 / max(1, len(per_template))
     for i, (name, values) in enumerate(per_template.items()):
         ax.bar([x + i * width for x in range(len(templates))], [max(values.get(t, 0), 0.5) for t in templates],
                width, label=name)
     ax.set_yscale("log")
     ax.set_xticks([x + width * (len(per_template) - 1) / 2 for x in range(len(templates))],
-                  [f"q{t}" for t in templates])
+                  [f"q{t}" for t in templates], rotation=90 if len(templates) > 25 else 0)
     ax.set_ylabel("blocks read (test queries, log)")
     ax.set_title(f"B1 on {title}: blocks read per template (lower is better)")
     ax.legend(ncol=5, fontsize=8)

@@ -570,7 +570,8 @@ def cmd_bench_tpcds(args) -> int:
     from layout_core.bench.tpch import format_result
 
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template, seed=args.seed,
-                 work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips)
+                 work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips,
+                 templates=args.templates)
     return _b1_report(args, result, format_result)
 
 
@@ -889,6 +890,7 @@ def build_parser() -> argparse.ArgumentParser:
     bd = bench.add_parser("tpcds", help="B2: B1's report on TPC-DS (35 templates joining facts and dimensions)")
     bd.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor, 0.01 to 10 (default 1)")
     bd.add_argument("--seed", type=int, default=1, help="seed of the queries (default 1)")
+    bd.add_argument("--templates", type=_tpcds_templates, help="comma-separated template numbers (default all 35)")
     add_b1_arguments(bd, ".layout/bench/tpcds")
     bd.set_defaults(func=cmd_bench_tpcds)
 
