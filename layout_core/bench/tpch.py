@@ -599,7 +599,19 @@ def format_result(r: dict) -> str:
         lines.append(f"Spark, {e['queries']} test queries: raw tables {e['raw_seconds']} s, "
                      + ", ".join(f"{k} {v} s" for k, v in e["seconds"].items())
                      + f"; vs sortkey {e['vs_sortkey']}; identical answers: {e['identical_answers']}")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *per_template_table(r)])
+
+
+def per_template_table(r: dict) -> list[str]:
+    """Blocks the test queries of each template read, one row per template, one column per layout."""
+    names = list(r["layouts"])
+    widths = [max(7, len(n)) for n in names]
+    lines = ["blocks read per template: " + "  ".join(f"{n:>{w}s}" for n, w in zip(names, widths))
+             + "  lower bound"]
+    for template, bound in r["lower_bound_per_template"].items():
+        cells = [f"{r['layouts'][n]['blocks_per_template'].get(template, 0):>{w}d}" for n, w in zip(names, widths)]
+        lines.append(f"{'q' + template:>25s}  " + "  ".join(cells) + f"  {bound:>11d}")
+    return lines
 
 
 def main_json(**kwargs) -> str:
