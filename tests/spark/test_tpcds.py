@@ -44,7 +44,7 @@ def tpcds_b2(tmp_path_factory):
     return json.loads(done.stdout), work
 
 
-def test_the_report_has_b1s_shape_and_mto_reads_fewer_blocks(tpcds_b2):
+def test_the_report_has_b1s_shape_and_mto_reads_fewer_fact_blocks(tpcds_b2):
     result, work = tpcds_b2
     assert result["dataset"] == "TPC-DS SF 0.01" and result["test_queries"] == len(BENCH_TEMPLATES)
     assert set(result["tables_laid_out"]) == {"store_sales", "catalog_sales", "web_sales", "inventory", "store_returns",
@@ -53,9 +53,12 @@ def test_the_report_has_b1s_shape_and_mto_reads_fewer_blocks(tpcds_b2):
     for layout in result["layouts"].values():
         assert layout["rows_read"] >= result["rows_needed"] > 0  # skipping never loses a row
         assert set(layout["blocks_per_template"]) == {str(t) for t in BENCH_TEMPLATES}
-    # dimension filters reach the facts only as join-induced cuts: sortkey's date order helps
-    # the date filters, mto's cuts the item, demographic and household ones too
-    assert result["layouts"]["mto"]["blocks_read"] < result["layouts"]["sortkey"]["blocks_read"]
+    # dimension filters reach the facts only as join-induced cuts: mto skips fact blocks that
+    # sortkey's date order cannot (with one training query per template, its date_dim is no better)
+    facts = ("store_sales", "catalog_sales", "web_sales", "inventory", "store_returns")
+    fact_blocks = {name: sum(layout["tables"][t]["blocks_read"] for t in facts)
+                   for name, layout in result["layouts"].items()}
+    assert fact_blocks["mto"] < 0.7 * fact_blocks["sortkey"], fact_blocks
     assert (work / "b1_per_template.png").stat().st_size > 0 and (work / "result.json").exists()
 
 
