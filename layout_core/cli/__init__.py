@@ -58,31 +58,27 @@ from layout_core.workload.trips import generate_trips
 log = logging.getLogger("layout")
 
 
-def _templates(text: str | None) -> list[int] | None:
+def _template_numbers(text: str | None, known: tuple[int, ...], benchmark: str) -> list[int] | None:
+    """`--templates 3,5,6` as numbers, each one of `benchmark`'s `known` templates."""
     if not text:
         return None
     try:
         numbers = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--templates takes numbers like 3,5,6, not {text!r}") from None
-    bad = [n for n in numbers if not 1 <= n <= 22]
+        raise argparse.ArgumentTypeError(f"--templates takes numbers like {known[0]},{known[1]}, "
+                                         f"not {text!r}") from None
+    bad = [n for n in numbers if n not in known]
     if bad:
-        raise argparse.ArgumentTypeError(f"TPC-H templates are 1..22, not {bad}")
+        raise argparse.ArgumentTypeError(f"{benchmark} templates here are {', '.join(map(str, known))}; not {bad}")
     return numbers
+
+
+def _templates(text: str | None) -> list[int] | None:
+    return _template_numbers(text, tuple(range(1, 23)), "TPC-H")
 
 
 def _tpcds_templates(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        numbers = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--templates takes numbers like 3,7,96, not {text!r}") from None
-    bad = [n for n in numbers if n not in tpcds.TEMPLATE_NUMBERS]
-    if bad:
-        raise argparse.ArgumentTypeError(f"TPC-DS templates here are {', '.join(map(str, tpcds.TEMPLATE_NUMBERS))}; "
-                                         f"not {bad}")
-    return numbers
+    return _template_numbers(text, tpcds.TEMPLATE_NUMBERS, "TPC-DS")
 
 
 def _block_rows(text: str) -> int:
