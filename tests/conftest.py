@@ -21,7 +21,7 @@ TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "
 # `make test`.)
 LONGEST_FIRST = ("test_kill_reorg_changes.py", "test_spark_cluster.py", "test_example_star.py",
                  "test_airflow_deployment.py", "test_partial_reorg.py", "test_changes.py", "test_kill_steps.py",
-                 "test_nightly_schedule.py", "test_bench_tpch.py", "test_check.py", "test_one_plan.py",
+                 "test_nightly_schedule.py", "test_tpcds.py", "test_bench_tpch.py", "test_check.py", "test_one_plan.py",
                  "test_changes_dag.py", "test_determinism.py", "test_pipeline_mto.py", "test_bench_shift.py",
                  "test_bench_trips.py", "test_changes_property.py", "test_mto_golden.py")
 
