@@ -30,7 +30,7 @@ def add_check_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the queries (default 1); on the same layouts, "
                                                        "query i of a seed is always the same")
     p.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb",
-                   help="engine that runs every query (default duckdb, the `duckdb` extra of the package)")
+                   help="engine that runs every query (default duckdb)")
     p.add_argument("--spark-sample", type=int, default=0, metavar="N",
                    help="also run N of the queries (a seeded sample) on Spark (default 0)")
     p.add_argument("--catalog", help="catalog URL (default: LAYOUT_CATALOG_URL or .layout/catalog.db)")
@@ -95,10 +95,7 @@ def cmd_check(args) -> int:
     engine = None
     try:
         if args.engine == "duckdb":
-            try:
-                engine = DuckDBEngine(schema, snapshot, raw, timeout_seconds=args.timeout)
-            except ImportError:
-                raise UserError("--engine duckdb needs DuckDB: pip install 'layout-core[duckdb]'") from None
+            engine = DuckDBEngine(schema, snapshot, raw, timeout_seconds=args.timeout)
         else:
             engine = spark_engine()
         result = run_check(schema, snapshot, profile, engine, args.queries, args.seed,
