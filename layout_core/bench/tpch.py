@@ -184,7 +184,8 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     train = tuple(analyze(q.sql, schema) for q in train_q)
     test = [analyze(q.sql, schema) for q in test_q]
     # the tables some query reads (TPC-DS has tables no template of ours touches)
-    read = tuple(t for t in schema.tables if any(ref.table == t for a in (*train, *test) for ref in a.refs))
+    used = {ref.table for a in (*train, *test) for ref in a.refs}
+    read = tuple(t for t in schema.tables if t in used)
 
     optimizers = {name: layout_optimizer(name)[0] for name in layouts}  # unknown names fail here
     if spark_e2e and not set(E2E_LAYOUTS) <= set(layouts):

@@ -50,7 +50,7 @@ from layout_core.workload import tpcds
 from layout_core.workload.analyze import analyze_file, format_summary
 from layout_core.workload.history import QueryRecorder, parse_query_log, summarize_history
 from layout_core.workload.tpcds_data import generate_tpcds
-from layout_core.workload.tpch import generate, write_sql_file
+from layout_core.workload.tpch import TEMPLATE_NUMBERS, generate, write_sql_file
 from layout_core.workload.tpch_skew import TpchVariant, generate_tpch_variant
 from layout_core.workload.trips import check_settings as check_trips_settings
 from layout_core.workload.trips import generate_trips
@@ -74,7 +74,7 @@ def _template_numbers(text: str | None, known: tuple[int, ...], benchmark: str) 
 
 
 def _templates(text: str | None) -> list[int] | None:
-    return _template_numbers(text, tuple(range(1, 23)), "TPC-H")
+    return _template_numbers(text, TEMPLATE_NUMBERS, "TPC-H")
 
 
 def _tpcds_templates(text: str | None) -> list[int] | None:

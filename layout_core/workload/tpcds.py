@@ -26,9 +26,8 @@ from importlib import resources
 from typing import Callable, Iterable
 
 import numpy as np
-import sqlglot
-from sqlglot import exp
 
+from layout_core.sql.analysis import QueryError, parse_query
 from layout_core.workload.tpch import GeneratedQuery, substitute
 
 __all__ = ["TEMPLATE_NUMBERS", "load_template", "parameters", "generate", "CATEGORIES", "STATES"]
@@ -183,14 +182,12 @@ def parameters(template: int, rng: np.random.Generator) -> dict[str, str | int]:
 def checked_instance(template: int, instance: int, sql: str) -> str:
     """`sql` if Spark SQL parses it as one query; else a ValueError naming the instance."""
     where = f"TPC-DS q{template} instance {instance}"
-    if not sql.strip():
-        raise ValueError(f"{where} is empty")
     try:
-        tree = sqlglot.parse_one(sql, dialect="spark")
-    except sqlglot.errors.SqlglotError as e:
-        raise ValueError(f"{where} does not parse: {str(e).splitlines()[0]}") from None
-    if not isinstance(tree, exp.Query):  # sqlglot makes a Command of what it cannot parse
-        raise ValueError(f"{where} is not a query")
+        parse_query(sql)  # the analyzer's parser: one query, no Command, not too deep
+    except QueryError as e:
+        if e.kind in ("empty", "not a query"):
+            raise ValueError(f"{where} is {e.kind}") from None
+        raise ValueError(f"{where} does not parse: {e}") from None
     return sql
 
 
