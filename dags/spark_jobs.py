@@ -11,7 +11,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
-from layout_core.base.jvm import driver_java_options
+from layout_core.base.jvm import driver_java_options, spark_conf_from_env
 
 JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
 # Every run that activates a layout version updates it (the UI's "what changed the catalog").
@@ -26,6 +26,8 @@ SPARK_CONF = {
     "spark.sql.session.timeZone": "UTC",
     # short jobs start faster (the JIT's quick tier, the class archive `make install` makes)
     "spark.driver.extraJavaOptions": driver_java_options(),
+    # the Airflow processes' LAYOUT_SPARK_CONF (a JSON object) overrides any of these
+    **spark_conf_from_env(),
 }
 
 

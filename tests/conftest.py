@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from layout_core.base.jvm import CONF_ENV, driver_java_options
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -51,11 +54,14 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
-# The tests' own session evaluates expressions interpreted, not as generated Java: on tables of
-# a few thousand rows compiling the code costs more than it saves (measured 2026-11-28: two
-# Spark test modules 230-261 -> 193-203 s). Spark runs its own tests both ways; the layout
-# jobs the tests spark-submit keep Spark's defaults.
+# The tests' Spark evaluates expressions interpreted, not as generated Java: on tables of a few
+# thousand rows compiling the code costs more than it saves (measured 2026-11-28: two Spark
+# test modules 230-261 -> 193-203 s). Spark runs its own tests both ways. LAYOUT_SPARK_CONF
+# passes that on to every Spark the tests start in other processes (benchmarks, the step
+# runner, the DAGs' spark-submits), with the short-job JVM options that benchmarks would
+# otherwise replace (B1 on trips, 20,000 rows: 56.5 -> 36.7 s).
 TEST_SESSION_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+os.environ.setdefault(CONF_ENV, json.dumps({**TEST_SESSION_CONF, "spark.driver.extraJavaOptions": driver_java_options()}))
 
 
 @pytest.fixture(scope="session")

@@ -15,16 +15,20 @@ Two options make short jobs cheaper:
   starts as without it.
 
 `LAYOUT_SPARK_CLASS_ARCHIVE` names another archive file, or `off` for none.
+`LAYOUT_SPARK_CONF`, a JSON object of Spark settings, overrides the settings of every
+layout session and job (in-process sessions, benchmarks, the DAGs' spark-submits).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 SHORT_JOB_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 ARCHIVE_ENV = "LAYOUT_SPARK_CLASS_ARCHIVE"
+CONF_ENV = "LAYOUT_SPARK_CONF"
 
 
 def class_archive_path() -> Path | None:
@@ -42,3 +46,17 @@ def driver_java_options() -> str:
     if archive is not None and archive.is_file():
         return f"{SHORT_JOB_OPTIONS} -XX:SharedArchiveFile={archive}"
     return SHORT_JOB_OPTIONS
+
+
+def spark_conf_from_env() -> dict[str, str]:
+    """The Spark settings in `LAYOUT_SPARK_CONF` (absent or empty: none)."""
+    text = os.environ.get(CONF_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        conf = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{CONF_ENV} is not JSON ({err.msg}): {text[:80]!r}") from None
+    if not isinstance(conf, dict):
+        raise ValueError(f"{CONF_ENV} must be a JSON object of Spark settings, got {text[:80]!r}")
+    return {str(key): str(value) for key, value in conf.items()}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
-from layout_core.base.jvm import driver_java_options
+from layout_core.base.jvm import driver_java_options, spark_conf_from_env
 
 
 def spark_home() -> Path:
@@ -21,7 +21,8 @@ def local_session(app_name: str, master: str | None = None, extra: dict | None =
     """A SparkSession on loopback with the UI off; master defaults to local[2].
 
     `LAYOUT_SPARK_MASTER` overrides the master, so the same code runs on a
-    standalone cluster.
+    standalone cluster; `LAYOUT_SPARK_CONF` (a JSON object) overrides any setting,
+    those of `extra` too.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -39,7 +40,7 @@ def local_session(app_name: str, master: str | None = None, extra: dict | None =
         .config("spark.driver.extraJavaOptions", driver_java_options())
         .config("spark.sql.session.timeZone", "UTC")
     )
-    for key, value in (extra or {}).items():
+    for key, value in {**(extra or {}), **spark_conf_from_env()}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

@@ -1,11 +1,14 @@
-"""The driver's JVM options: the short-job options always, the class archive once made."""
+"""The driver's JVM options: the short-job options always, the class archive once made;
+Spark settings from LAYOUT_SPARK_CONF."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from layout_core.base.jvm import class_archive_path, driver_java_options
+import pytest
+
+from layout_core.base.jvm import class_archive_path, driver_java_options, spark_conf_from_env
 
 
 def test_the_archive_lives_in_the_python_environment_unless_named(monkeypatch, tmp_path):
@@ -59,3 +62,18 @@ def test_a_jvm_that_cannot_make_the_archive_is_reported_not_raised(monkeypatch, 
     said = class_archive.build()
     assert said.startswith("class archive not made (jobs start without one): ") and "spark-submit" in said
     assert not (tmp_path / "spark-classes.jsa").exists()
+
+
+def test_spark_settings_come_from_a_json_object_in_the_environment(monkeypatch):
+    monkeypatch.setenv("LAYOUT_SPARK_CONF", "")
+    assert spark_conf_from_env() == {}
+    monkeypatch.setenv("LAYOUT_SPARK_CONF", '{"spark.sql.shuffle.partitions": 4, "spark.driver.memory": "8g"}')
+    assert spark_conf_from_env() == {"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "8g"}
+
+
+@pytest.mark.parametrize("value, message", [("spark.driver.memory=8g", "LAYOUT_SPARK_CONF is not JSON"),
+                                            ('["spark.driver.memory"]', "must be a JSON object")])
+def test_spark_settings_that_are_not_a_json_object_are_refused_naming_the_variable(monkeypatch, value, message):
+    monkeypatch.setenv("LAYOUT_SPARK_CONF", value)
+    with pytest.raises(ValueError, match=message):
+        spark_conf_from_env()
