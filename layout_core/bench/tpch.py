@@ -46,6 +46,7 @@ import logging
 import math
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -155,14 +156,16 @@ class BenchData:
 
 def run(sf: float = 1.0, block_rows: int = 10_000, per_template: int = 8, seed: int = 1,
         work: Path = Path(".layout/bench/tpch"), layouts=LAYOUTS, spark_e2e: bool = False,
-        tree_settings: dict | None = None, dips: bool = False, data: TpchVariant = TpchVariant()) -> dict:
+        tree_settings: dict | None = None, dips: bool = False, data: TpchVariant = TpchVariant(),
+        templates: Sequence[int] | None = None) -> dict:
     """B1 on TPC-H at `sf`: `data` skewed or time-ordered instead of the generator's
-    uniform tables (workload.tpch_skew). The rest as `run_benchmark`."""
+    uniform tables (workload.tpch_skew); `templates` (default all 22) the query templates.
+    The rest as `run_benchmark`."""
     work = work.resolve()
     suffix = "" if data.uniform else f"_{data.name}"
     bench = BenchData(f"TPC-H SF {sf} ({data.name} data)", load_schema("tpch"),
                       generate_tpch_variant(sf, work / f"tpch_sf{sf}{suffix}", data),
-                      tuple(generate(per_template, seed, scale_factor=sf)), SORT_KEYS, f"sf{sf}{suffix}",
+                      tuple(generate(per_template, seed, templates, scale_factor=sf)), SORT_KEYS, f"sf{sf}{suffix}",
                       {"scale_factor": sf, "data": data.name})
     return run_benchmark(bench, block_rows, work, layouts, spark_e2e, tree_settings, dips)
 

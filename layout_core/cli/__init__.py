@@ -531,7 +531,7 @@ def cmd_bench_tpch(args) -> int:
 
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template,
                  work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips,
-                 data=_tpch_variant(args))
+                 data=_tpch_variant(args), templates=args.templates)
     return _b1_report(args, result, format_result)
 
 
@@ -872,6 +872,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bt = bench.add_parser("tpch", help="B1: sortkey, zorder, hilbert, qdtree, mto on all TPC-H tables")
     bt.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
+    bt.add_argument("--templates", type=_templates, help="comma-separated template numbers (default all 22)")
     add_b1_arguments(bt, ".layout/bench/tpch")
     add_tpch_variant_arguments(bt)
     bt.set_defaults(func=cmd_bench_tpch)

@@ -31,7 +31,7 @@ def test_pando_3_lays_lineitem_out_with_three_trees(b1):
 
 
 def test_diPs_only_ever_skip_more(b1):
-    result, _, _ = b1
+    result, _, _, _ = b1
     for name in ("sortkey", "mto", "tuned", "mto(join_key)"):
         plain, dips = result["layouts"][name], result["layouts"][f"{name}+dips"]
         assert dips["blocks_read"] <= plain["blocks_read"], name
