@@ -61,7 +61,8 @@ def pytest_collection_modifyitems(config, items):
 # runner, the DAGs' spark-submits), with the short-job JVM options that benchmarks would
 # otherwise replace (B1 on trips, 20,000 rows: 56.5 -> 36.7 s).
 TEST_SESSION_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-os.environ.setdefault(CONF_ENV, json.dumps({**TEST_SESSION_CONF, "spark.driver.extraJavaOptions": driver_java_options()}))
+os.environ.setdefault(CONF_ENV, json.dumps({**TEST_SESSION_CONF,
+                                           "spark.driver.extraJavaOptions": driver_java_options()}))
 
 
 @pytest.fixture(scope="session")

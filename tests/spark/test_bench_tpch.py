@@ -37,8 +37,8 @@ def run_b1(tmp_path_factory, block_rows: int, layouts: tuple[str, ...], dips: bo
     # its own process: B1 starts and stops a SparkSession of its own
     done = subprocess.run(
         [sys.executable, "-m", "layout_core.cli", "bench", "tpch", "--sf", "0.01", "--block-rows", str(block_rows),
-         "--per-template", "2", "--templates", ",".join(map(str, templates)), "--layouts", ",".join(layouts), "--spark", *(["--dips"] if dips else []),
-         "--work", str(work), "--json"],
+         "--per-template", "2", "--templates", ",".join(map(str, templates)), "--layouts", ",".join(layouts),
+         "--spark", *(["--dips"] if dips else []), "--work", str(work), "--json"],
         capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout), work, layouts, templates
