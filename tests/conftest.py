@@ -22,11 +22,12 @@ TPCH_TABLES = ("region", "nation", "supplier", "customer", "part", "partsupp", "
 # over two pytest-xdist workers in collection order, and a long module left for last keeps
 # one worker busy alone. (The benchmarks at their larger sizes are in tests/bench, outside
 # `make test`.)
-LONGEST_FIRST = ("test_kill_reorg_changes.py", "test_spark_cluster.py", "test_example_star.py",
-                 "test_airflow_deployment.py", "test_partial_reorg.py", "test_changes.py", "test_kill_steps.py",
-                 "test_nightly_schedule.py", "test_tpcds.py", "test_bench_tpch.py", "test_check.py", "test_one_plan.py",
-                 "test_changes_dag.py", "test_determinism.py", "test_pipeline_mto.py", "test_bench_shift.py",
-                 "test_bench_trips.py", "test_changes_property.py", "test_mto_golden.py")
+LONGEST_FIRST = ("test_kill_reorg_changes.py", "test_tpcds.py", "test_partial_reorg.py", "test_changes.py",
+                 "test_spark_cluster.py", "test_example_star.py", "test_check.py", "test_one_plan.py",
+                 "test_airflow_deployment.py", "test_determinism.py", "test_nightly_schedule.py", "test_kill_steps.py",
+                 "test_bench_tpch.py", "test_pipeline_mto.py", "test_changes_dag.py", "test_bench_shift.py",
+                 "test_changes_property.py", "test_dips_golden.py", "test_workload_shift.py", "test_pipeline_steps.py",
+                 "test_predicate_reasoning.py", "test_gc.py", "test_bench_trips.py", "test_mto_golden.py")
 
 
 BENCH = Path(__file__).resolve().parent / "bench"

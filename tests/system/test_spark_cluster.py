@@ -7,11 +7,12 @@ started; the job still finishes with exactly the partition's rows."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from layout_core.base.jvm import driver_java_options
+from layout_core.base.jvm import CONF_ENV, driver_java_options, spark_conf_from_env
 from tests.helpers.paths import PROJECT
 from tests.helpers.tpch_layouts import lineitem_1995_conf
 
@@ -55,6 +56,9 @@ def test_the_nightly_dag_on_a_standalone_cluster_writes_the_local_runs_blocks(sp
     with standalone_cluster(tmp_path / "spark-logs") as master:
         env = airflow_env(tmp_path / "cluster" / "airflow", urls["cluster"], tmp_path / "cluster" / "wh",
                           spark_master=master)
+        # the executors start like the drivers (the JIT's quick tier, the class archive), as an
+        # operator of a cluster of short jobs would set it
+        env[CONF_ENV] = json.dumps({**spark_conf_from_env(), "spark.executor.extraJavaOptions": driver_java_options()})
         run_dag_test(env, "layout_nightly", conf, log_file=tmp_path / "cluster.log")
         state = master_state(8090)
     # every Spark step ran on the cluster as an application of its own (optimize needs no Spark)
