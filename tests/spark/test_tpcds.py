@@ -25,7 +25,7 @@ from tests.conftest import TPCH_TABLES
 pytestmark = pytest.mark.slow
 
 SCHEMA = load_schema("tpcds")
-# inventory; store sales, returns and catalog sales; web sales (all 35 templates take about 6x longer)
+# inventory; store sales, returns and catalog sales; web sales: every fact table, in 3 of the 35 templates
 BENCH_TEMPLATES = (21, 25, 62)
 # parents before children (returns reference sales by two columns); about 10-20 blocks each at SF 0.01
 BLOCK_ROWS = {"date_dim": 5000, "item": 20, "store_sales": 2000, "store_returns": 200}
