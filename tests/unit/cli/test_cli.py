@@ -66,15 +66,14 @@ def test_workload_generate_and_analyze_json(tmp_path, capsys):
                and "c_mktsegment" in c["sql"] for c in induced)
 
 
-@pytest.mark.parametrize("command", [["workload", "tpch"], ["bench", "tpch"]])
-def test_bad_template_list_is_a_usage_error(tmp_path, capsys, command):
+@pytest.mark.parametrize("command, output", [(["workload", "tpch"], "--out"), (["bench", "tpch"], "--work")])
+def test_bad_template_list_is_a_usage_error(tmp_path, capsys, command, output):
     with pytest.raises(SystemExit) as done:
-        main([*command, "--templates", "3,23", "--out", str(tmp_path / "x.sql")] if command[0] == "workload"
-             else [*command, "--templates", "3,23", "--work", str(tmp_path / "work")])
+        main([*command, "--templates", "3,23", output, str(tmp_path / "out")])
     assert done.value.code == 2
     err = capsys.readouterr().err
     assert "TPC-H templates here are 1, 2, 3," in err and "21, 22; not [23]" in err
-    assert not (tmp_path / "work").exists()
+    assert not (tmp_path / "out").exists()
 
 
 def test_missing_query_log_is_one_clear_line(tmp_path, caplog):
