@@ -37,6 +37,8 @@ def pytest_configure(config):
     # (here rather than in pyproject.toml's markers: --strict-markers needs it registered)
     config.addinivalue_line("markers", "bench: a benchmark at its larger size (tests/bench; run only by "
                                        "make test-bench, -m bench)")
+    config.addinivalue_line("markers", "extended: a further case of a guarantee that make test checks once on "
+                                       "another test (make test deselects it; make test-full runs it)")
 
 
 @pytest.hookimpl(tryfirst=True)  # marks the bench items before -m selects

@@ -161,6 +161,9 @@ def test_a_batch_is_flagged_alike_from_stored_keys_and_by_joining_the_tables_bel
         assert (keys[order] == other_keys[other]).all() and (flags[order] == other_flags[other]).all(), text
 
 
+# make test inserts into a dimension and repairs its cuts (above) and applies random batches
+# (test_changes_property.py); parts that come and go unreferenced: make test-full.
+@pytest.mark.extended
 def test_deleting_parts_nobody_ordered_keeps_the_cuts(tables):
     """At SF 0.01 every part has lineitems: 20 new parts come, then go (with 3 keys
     that never existed, counted and ignored); no lineitem references them."""

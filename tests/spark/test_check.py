@@ -23,7 +23,9 @@ QUERIES = 300  # about a hundred of them skip blocks
 SPARK_SAMPLE = 12
 
 
-@pytest.fixture(scope="module", params=["mto", "fineblock"])
+# mto's layouts have join-induced cuts and the router's every skipping path; fineblock's
+# (cut bits and zone maps only): make test-full.
+@pytest.fixture(scope="module", params=["mto", pytest.param("fineblock", marks=pytest.mark.extended)])
 def catalog_url(request, spark, tpch_sf001, tmp_path_factory):
     # the check only reads the layouts: mto's is the one test_mto_golden_spark reads too
     laid_out, home = shared_tpch_layout(spark, tpch_sf001, tmp_path_factory, request.param, BLOCK_ROWS)

@@ -109,6 +109,9 @@ def tpcds_warehouse(spark, tmp_path_factory, tpcds_data):
     return url, home
 
 
+# make test runs `layout check` on TPC-H's eight tables (test_check.py) and every TPC-DS template
+# on Spark: the check on TPC-DS's keys (NULL foreign keys, two-column keys): make test-full.
+@pytest.mark.extended
 def test_random_queries_on_the_tpcds_warehouse_give_the_same_answers(tpcds_warehouse, tmp_path, capsys):
     url, home = tpcds_warehouse
     report = tmp_path / "report.json"

@@ -12,7 +12,9 @@ import pytest
 
 from tests.helpers.paths import PROJECT
 
-pytestmark = pytest.mark.slow
+# make test runs the star DAG's steps (test_nightly_dag.py) and DAGs under `airflow dags test`
+# (test_nightly_schedule.py, test_changes_dag.py); the README's example end to end: make test-full.
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 EXAMPLE = PROJECT / "examples" / "star"
 
 

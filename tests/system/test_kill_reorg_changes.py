@@ -91,7 +91,9 @@ from tests.helpers.spark_answers import assert_same_answers_on_layouts
 from tests.helpers.tpch_layouts import query_history
 from tests.system.test_kill_steps import STEP_TIMEOUT, StepRun, folder_files, spark_writing, started
 
-pytestmark = pytest.mark.slow
+# make test kills every nightly step (test_kill_steps.py) and a partial reorganization's run
+# (test_partial_reorg.py); these two kill every step of two more flows: make test-full.
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 SCHEMA = load_schema("tpch")
 TABLE, PARTITION = "lineitem", ""  # laid out whole

@@ -240,7 +240,9 @@ def test_the_reoptimize_dag_rewrites_a_table_and_reports_its_numbers(base_layout
     assert 0 < numbers["blocks_rewritten"] and numbers["blocks_shared"] > 0
 
 
+# make test reorganizes a qd-tree layout in part (above); a layout without a tree: make test-full.
 @pytest.mark.slow
+@pytest.mark.extended
 def test_a_layout_without_a_qd_tree_is_reorganized_whole_or_not_at_all(spark, tpch_sf001, tmp_path):
     from layout_core.flows.nightly import steps
     from layout_core.flows.reorg.partial import reorganize_in_process

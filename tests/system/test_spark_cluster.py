@@ -334,6 +334,9 @@ def check_the_layout(spark, app, tpch) -> None:
     assert_same_answers_on_layouts(spark, snapshot, load_schema("tpch"), tpch, QUERIES, {"lineitem": PARTITION})
 
 
+# make test runs the nightly DAG on the cluster (above) and kills every nightly step
+# (test_kill_steps.py); the loss of an executor or a worker mid-write: make test-full.
+@pytest.mark.extended
 @pytest.mark.timeout(300)
 def test_the_layout_job_survives_the_loss_of_its_executor_mid_write(spark, cluster, tpch_sf001, tmp_path):
     import os
@@ -367,6 +370,7 @@ def test_the_layout_job_survives_the_loss_of_its_executor_mid_write(spark, clust
     check_the_layout(spark, app, tpch_sf001)
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(300)
 def test_the_layout_job_survives_the_loss_of_its_worker_and_finishes_on_a_new_one(spark, cluster, tpch_sf001,
                                                                                  tmp_path):
