@@ -37,12 +37,14 @@ chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-# Two pytest-xdist workers, each taking whole modules (module fixtures lay tables out once),
-# longest first (tests/conftest.py); TEST_WORKERS=0 runs everything in one process.
+# Three pytest-xdist workers (on 2 cores the third fills the time the others wait for JVM
+# starts, subprocesses and I/O: with two, both cores were 83% busy), each taking whole
+# modules (module fixtures lay tables out once), longest first (tests/conftest.py);
+# TEST_WORKERS=0 runs everything in one process.
 # --durations: CI's log names the slowest tests.
 # make test (CI) leaves out the tests marked `extended`: further cases of guarantees it checks
 # once elsewhere (each says which); make test-full runs them too. Run it before changing a flow.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 test: install chromium
 	$(PY) -m pytest -q --durations=25 -m "not extended" $(WORKERS)

@@ -188,7 +188,11 @@ def block_folders(warehouse: Path, day: str) -> dict[str, float]:
     return {p.name: p.stat().st_mtime for p in sorted((warehouse / "lineitem" / f"dt={day}").iterdir())}
 
 
+# make test runs days from their landing folders in the deployment (test_airflow_deployment.py)
+# and replaces a partition's layout with a new run (tests/spark/test_pipeline_steps.py); the
+# re-run of one day under `airflow dags test`: make test-full.
 @pytest.mark.slow
+@pytest.mark.extended
 def test_a_day_runs_from_its_landing_folder_and_a_rerun_replaces_only_its_day(tmp_path, tpch_sf001, spark):
     """`airflow dags test` of one day (fineblock with settings), the next day laid out by
     the same steps in process, then the first day's batch corrected and its day run again, in process."""
