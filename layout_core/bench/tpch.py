@@ -55,6 +55,7 @@ import sqlglot
 from sqlglot import exp
 
 from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN
+from layout_core.bench import inputcut
 from layout_core.catalog import BlockRecord
 from layout_core.flows.nightly.in_memory import lay_out_in_memory
 from layout_core.optimizers import TableQueries
@@ -278,6 +279,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                         for name in layouts if dips})
         result_layouts = {}
         per_template: dict[str, dict[int, int]] = {}
+        per_query: dict[str, list[int]] = {}
         row_names = [*layouts, *([f"{name}{DIPS}" for name in layouts] if dips else [])]
         for row in row_names:
             name = row.removesuffix(DIPS)
@@ -293,6 +295,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                 "stage_seconds": stages, "stage_seconds_per_table": stage_seconds[name],
                 "index_bytes": index_size[name], "plans": plans[name]}
             per_template[row] = result_layouts[row].pop("_per_template")
+            per_query[row] = result_layouts[row].pop("_per_query")
         best_dips = min((r for r in result_layouts if r.endswith(DIPS)),
                         key=lambda r: result_layouts[r]["blocks_read"], default=None)
         semijoin = semijoin_lower_bound(spark, test, block_rows) if dips else None
@@ -319,6 +322,14 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
         v["rows_vs_sortkey"] = round(v["rows_read"] / base_rows, 3)
     chart = work / "b1_per_template.png"
     _chart(chart, per_template, data.title)
+    if dips:  # the diPs paper's metric, per layout: its blocks without diPs over with them
+        test_templates = [q.template for q in test_q]
+        for name in layouts:
+            result_layouts[f"{name}{DIPS}"]["inputcut"] = inputcut.summary(
+                per_query[name], per_query[f"{name}{DIPS}"], test_templates)
+        inputcut.cdf_chart(work / "inputcut_cdf.png",
+                           {f"{name}{DIPS}": result_layouts[f"{name}{DIPS}"]["inputcut"]["per_query"]
+                            for name in layouts}, data.title)
     out = {
         "dataset": data.title, **data.info, "block_rows": block_rows, "tables_laid_out": list(read),
         "train_queries": len(train_q), "test_queries": len(test_q),
@@ -329,6 +340,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
         "lower_bound_per_template": dict(sorted(needed_by_template.items(), key=lambda kv: int(kv[0]))),
         "router_ms": _percentiles(latencies),
         "chart": str(chart),
+        **({"inputcut_chart": str(work / "inputcut_cdf.png")} if dips else {}),
     }
     if dips:
         out.update(semijoin)
@@ -348,13 +360,16 @@ def min_max_only(stats: dict) -> dict:
 
 
 def read_counts(queries, analyses, index: RoutingIndex, schema, dips: bool) -> dict:
-    """Blocks and rows the test queries read on one layout, per table and per
-    template (`_per_template`), and how many skip at least a third of their rows."""
+    """Blocks and rows the test queries read on one layout, per table, per template
+    (`_per_template`) and per query (`_per_query`), and how many skip at least a third
+    of their rows."""
     blocks = rows = skipping_third = 0
     by_table: dict[str, dict] = {}
     by_template: dict[int, int] = {}
+    by_query: list[int] = []
     for q, a in zip(queries, analyses):
         route = route_analysis(a, index, schema, dips=dips)
+        by_query.append(sum(len(r.blocks) for r in route.refs))
         read = total = 0
         for r in route.refs:
             slot = by_table.setdefault(r.table, {"blocks_read": 0, "rows_read": 0})
@@ -366,7 +381,7 @@ def read_counts(queries, analyses, index: RoutingIndex, schema, dips: bool) -> d
             by_template[q.template] = by_template.get(q.template, 0) + len(r.blocks)
         skipping_third += total > 0 and (total - read) * 3 >= total
     return {"blocks_read": blocks, "rows_read": rows, "queries_skipping_third": skipping_third,
-            "tables": by_table, "_per_template": by_template}
+            "tables": by_table, "_per_template": by_template, "_per_query": by_query}
 
 
 def semijoin_lower_bound(spark, analyses, block_rows: int) -> dict:
@@ -595,6 +610,12 @@ def format_result(r: dict) -> str:
                  f"p99 {r['router_ms']['p99']} ms; chart {r['chart']}")
     if "semijoin_lower_bound_blocks" in r:
         lines.append(f"semi-join lower bound (the limit of diPs): {r['semijoin_lower_bound_blocks']} blocks")
+    cuts = {name: v["inputcut"] for name, v in r["layouts"].items() if "inputcut" in v}
+    if cuts:
+        lines.append("INPUTCUT (blocks without diPs / with, per test query; the diPs paper's Figs. 12-14), "
+                     f"chart {r['inputcut_chart']}:")
+        lines += [f"  {name:{width}s} >= 1.5: {c['share_at_least_1_5']:.1%} of queries, >= 2: "
+                  f"{c['share_at_least_2']:.1%}, median {c['median']}" for name, c in cuts.items()]
     if "router_ms_dips" in r:
         lines.append(f"router with diPs ({r['best_dips']}): p50 {r['router_ms_dips']['p50']} ms, "
                      f"p99 {r['router_ms_dips']['p99']} ms; sqlglot parse+generate p50 {r['sqlglot_ms']['p50']} ms")
@@ -603,7 +624,7 @@ def format_result(r: dict) -> str:
         lines.append(f"Spark, {e['queries']} test queries: raw tables {e['raw_seconds']} s, "
                      + ", ".join(f"{k} {v} s" for k, v in e["seconds"].items())
                      + f"; vs sortkey {e['vs_sortkey']}; identical answers: {e['identical_answers']}")
-    return "\n".join([*lines, "", *per_template_table(r)])
+    return "\n".join([*lines, "", *per_template_table(r), *inputcut_table(r)])
 
 
 def per_template_table(r: dict) -> list[str]:
@@ -615,6 +636,21 @@ def per_template_table(r: dict) -> list[str]:
     for template, bound in r["lower_bound_per_template"].items():
         cells = [f"{r['layouts'][n]['blocks_per_template'].get(template, 0):>{w}d}" for n, w in zip(names, widths)]
         lines.append(f"{'q' + template:>25s}  " + "  ".join(cells) + f"  {bound:>11d}")
+    return lines
+
+
+def inputcut_table(r: dict) -> list[str]:
+    """INPUTCUT per template (its test queries' blocks summed, without diPs over with), one
+    column per layout routed with diPs; nothing without --dips."""
+    names = [n for n, v in r["layouts"].items() if "inputcut" in v]
+    if not names:
+        return []
+    widths = [max(7, len(n)) for n in names]
+    lines = ["", "INPUTCUT per template:    " + "  ".join(f"{n:>{w}s}" for n, w in zip(names, widths))]
+    for template in r["lower_bound_per_template"]:
+        cells = [f"{str(r['layouts'][n]['inputcut']['per_template'].get(template, 1.0)):>{w}s}"
+                 for n, w in zip(names, widths)]
+        lines.append(f"{'q' + template:>25s}  " + "  ".join(cells))
     return lines
 
 

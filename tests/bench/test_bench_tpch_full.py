@@ -38,3 +38,16 @@ def test_diPs_only_ever_skip_more(b1):
         assert dips["queries_skipping_third"] >= plain["queries_skipping_third"], name
     assert result["best_dips"].endswith("+dips")
     assert result["router_ms_dips"]["p50"] > 0 and result["sqlglot_ms"]["p50"] > 0
+
+
+def test_every_layout_routed_with_dips_reports_its_inputcut(b1):
+    result, work, _, _ = b1
+    for name in ("sortkey", "mto", "tuned", "mto(join_key)"):
+        cut = result["layouts"][f"{name}+dips"]["inputcut"]
+        assert cut["queries"] == result["test_queries"] == len(cut["per_query"])
+        # diPs only remove blocks: no query's cut is below 1
+        assert all(c == "inf" or c >= 1.0 for c in cut["per_query"]), name
+        assert 0 <= cut["share_at_least_2"] <= cut["share_at_least_1_5"] <= 1
+        assert set(cut["per_template"]) == {str(t) for t in range(1, 23)}
+        assert "inputcut" not in result["layouts"][name]
+    assert (work / "inputcut_cdf.png").stat().st_size > 0
