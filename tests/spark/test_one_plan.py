@@ -46,63 +46,82 @@ def _checksum(frame, table: str, block) -> tuple[int, int, int]:
     return int(row[0]), int(row[1]), int(row[2])
 
 
+class NightlyLayouts:
+    """The layouts the step functions write, each made when a test first asks for it:
+    `sums[(table, optimizer)]` is its checksum, `routed["lineitem"]` mto's tree, blocks
+    and 3,000 of its rows with their cut bits."""
+
+    def __init__(self, spark, tpch_sf001, home: Path):
+        self.spark, self.source, self.home = spark, tpch_sf001, home
+        self.log = home / "train.sql"
+        write_sql_file(generate(3, seed=1, templates=TEMPLATES, scale_factor=0.01), self.log)
+        self.sums, self.routed = {}, {}
+        self.catalog = Catalog(f"sqlite:///{home / 'catalog.db'}")
+        for table, rows in DIMENSIONS.items():  # the sources of lineitem's join-induced cuts
+            self.lay_out(table, "mto", {"block_rows": rows}, "dim")
+
+    def checksum(self, table: str, optimizer: str) -> tuple[int, int, int]:
+        if (table, optimizer) not in self.sums:
+            self.lay_out(table, optimizer, SETTINGS[optimizer], optimizer)
+        return self.sums[(table, optimizer)]
+
+    def lay_out(self, table, optimizer, settings, run_id):
+        from pyspark.sql import functions as F
+
+        spark, catalog, home = self.spark, self.catalog, self.home
+        paths = steps.RunPaths(home / "wh", table, "", run_id)
+        steps.run_in_process(spark, catalog, SCHEMA, paths, str(self.source / f"{table}.parquet"), optimizer,
+                             settings, str(self.log))
+        layout = catalog.active_layout(table, "")
+        block_paths = [b.path for b in layout.blocks]
+        blocks = spark.read.option("basePath", str(Path(block_paths[0]).parent)).parquet(*block_paths)
+        index = F.col("block_id") - F.lit(layout.version.block_ids.start)
+        self.sums[(table, optimizer)] = _checksum(blocks, table, index)
+        if table == "lineitem" and optimizer == "mto":  # rows and their bits, to route through the tree
+            keys = list(SCHEMA.table(table).primary_key)
+            vectors = spark.read.parquet(str(paths.file("featurized"))).select(*keys, "_vec")
+            rows = blocks.select(*keys, "block_id").join(vectors, keys).orderBy(*keys).limit(3000).collect()
+            self.routed["lineitem"] = (catalog.trees(layout.version.version_id), layout.blocks, rows)
+
+
 @pytest.fixture(scope="module")
 def nightly(spark, tpch_sf001, tmp_path_factory):
-    """{(table, optimizer): checksum} of the layouts the step functions wrote."""
-    from pyspark.sql import functions as F
-
-    home = tmp_path_factory.mktemp("one_plan")
-    log = home / "train.sql"
-    write_sql_file(generate(3, seed=1, templates=TEMPLATES, scale_factor=0.01), log)
-    sums, routed = {}, {}
-    with Catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
-        def lay_out(table, optimizer, settings, run_id):
-            paths = steps.RunPaths(home / "wh", table, "", run_id)
-            steps.run_in_process(spark, catalog, SCHEMA, paths, str(tpch_sf001 / f"{table}.parquet"), optimizer,
-                                 settings, str(log))
-            layout = catalog.active_layout(table, "")
-            block_paths = [b.path for b in layout.blocks]
-            blocks = spark.read.option("basePath", str(Path(block_paths[0]).parent)).parquet(*block_paths)
-            index = F.col("block_id") - F.lit(layout.version.block_ids.start)
-            sums[(table, optimizer)] = _checksum(blocks, table, index)
-            if table == "lineitem" and optimizer == "mto":  # rows and their bits, to route through the tree
-                keys = list(SCHEMA.table(table).primary_key)
-                vectors = spark.read.parquet(str(paths.file("featurized"))).select(*keys, "_vec")
-                rows = blocks.select(*keys, "block_id").join(vectors, keys).orderBy(*keys).limit(3000).collect()
-                routed["lineitem"] = (catalog.trees(layout.version.version_id), layout.blocks, rows)
-
-        for table, rows in DIMENSIONS.items():  # the sources of lineitem's join-induced cuts
-            lay_out(table, "mto", {"block_rows": rows}, "dim")
-        for optimizer, settings in SETTINGS.items():
-            lay_out("lineitem", optimizer, settings, optimizer)
-    return {"sums": sums, "log": log, "routed": routed}
+    layouts = NightlyLayouts(spark, tpch_sf001, tmp_path_factory.mktemp("one_plan"))
+    yield layouts
+    layouts.catalog.close()
 
 
-@pytest.mark.parametrize("table,optimizer", [("lineitem", "sortkey"), ("lineitem", "qdtree"),
-                                             ("lineitem", "mto"), ("lineitem", "pando"), ("lineitem", "tuned"),
-                                             ("orders", "mto")])
+# make test: the tree optimizers (mto, pando) and a dimension; sortkey, qdtree and tuned
+# (a sort, qdtree's tree without join-induced cuts, month clusters): make test-full.
+@pytest.mark.parametrize("table,optimizer", [
+    pytest.param("lineitem", "sortkey", marks=pytest.mark.extended),
+    pytest.param("lineitem", "qdtree", marks=pytest.mark.extended),
+    ("lineitem", "mto"), ("lineitem", "pando"),
+    pytest.param("lineitem", "tuned", marks=pytest.mark.extended),
+    ("orders", "mto")])
 def test_the_benchmark_path_puts_every_row_in_the_nightly_block(spark, tpch_sf001, nightly, table, optimizer):
     from pyspark.sql import functions as F
 
     frames = {t: spark.read.parquet(str(tpch_sf001 / f"{t}.parquet")) for t in SCHEMA.tables}
-    queries = TableQueries(table, tuple(analyze_file(nightly["log"], SCHEMA).analyses), SCHEMA.key_hops())
+    queries = TableQueries(table, tuple(analyze_file(nightly.log, SCHEMA).analyses), SCHEMA.key_hops())
     settings = SETTINGS[optimizer] if table == "lineitem" else {"block_rows": DIMENSIONS[table]}
     laid = lay_out_in_memory(SCHEMA.table(table), frames[table], frames, optimizer, settings, queries)
     try:
         in_memory = _checksum(laid.blocked, table, F.col("_block"))
     finally:
         laid.release()
-    rows, blocks, _ = nightly["sums"][(table, optimizer)]
+    rows, blocks, _ = nightly.checksum(table, optimizer)
     assert rows == frames[table].count() and blocks >= 3  # a real layout, not one block
     if optimizer not in ("sortkey", "tuned"):
         assert laid.plan.n_cuts >= 3
-    assert in_memory == nightly["sums"][(table, optimizer)]
+    assert in_memory == nightly.checksum(table, optimizer)
 
 
 def test_routing_a_row_through_the_catalogs_tree_gives_its_block(nightly):
     from layout_core.catalog import leaf_of
 
-    nodes, blocks, rows = nightly["routed"]["lineitem"]
+    nightly.checksum("lineitem", "mto")  # lays lineitem out by mto, if no test has yet
+    nodes, blocks, rows = nightly.routed["lineitem"]
     leaves_of_block = {b.block_id: b.leaves for b in blocks}
     assert len({n.leaf_id for n in nodes if n.leaf_id is not None}) >= 3 and len(rows) == 3000
     for row in rows:
