@@ -68,14 +68,12 @@ def cdf_chart(path: Path, cuts_by_layout: dict[str, Sequence], title: str) -> No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # after matplotlib.use('Agg')
 
+    curves = {name: np.sort([np.inf if v == "inf" else float(v) for v in values])
+              for name, values in cuts_by_layout.items()}
+    finite = [c[np.isfinite(c)] for c in curves.values()]
+    top = max([2.0, *(float(f.max()) for f in finite if f.size)])
     fig, ax = plt.subplots(figsize=(7, 4))
-    top = 2.0
-    for name, values in cuts_by_layout.items():
-        cuts = np.array([np.inf if v == "inf" else float(v) for v in values])
-        finite = cuts[np.isfinite(cuts)]
-        top = max(top, float(finite.max()) if finite.size else top)
-    for name, values in cuts_by_layout.items():
-        cuts = np.sort(np.array([np.inf if v == "inf" else float(v) for v in values]))
+    for name, cuts in curves.items():
         shown = np.minimum(cuts, top * 1.5)  # infinite cuts (proved empty) at the right edge
         ax.step(shown, np.arange(1, cuts.size + 1) / max(1, cuts.size), where="post", label=name)
     for x in THRESHOLDS:
