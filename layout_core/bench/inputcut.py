@@ -39,7 +39,9 @@ def summary(without: Sequence[int], with_dips: Sequence[int], templates: Sequenc
     for t, a, b in zip(templates, without, with_dips):
         pair = sums.setdefault(str(t), [0, 0])
         pair[0], pair[1] = pair[0] + int(a), pair[1] + int(b)
-    per_template = {t: _ratio(a, b) for t, (a, b) in sums.items()}
+    # a template's cut: its queries' blocks summed, then divided by the same rule as a query's
+    template_cuts = input_cuts([a for a, _ in sums.values()], [b for _, b in sums.values()])
+    per_template = {t: _ratio_value(float(c)) for t, c in zip(sums, template_cuts)}
     finite = cuts[np.isfinite(cuts)]
     return {
         "queries": int(cuts.size),
@@ -50,10 +52,6 @@ def summary(without: Sequence[int], with_dips: Sequence[int], templates: Sequenc
         "per_template": per_template,
         "per_query": [_ratio_value(float(c)) for c in cuts],
     }
-
-
-def _ratio(a: int, b: int):
-    return 1.0 if a == b == 0 else ("inf" if b == 0 else round(a / b, 3))
 
 
 def _ratio_value(x: float):

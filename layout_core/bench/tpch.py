@@ -369,8 +369,7 @@ def read_counts(queries, analyses, index: RoutingIndex, schema, dips: bool) -> d
     by_query: list[int] = []
     for q, a in zip(queries, analyses):
         route = route_analysis(a, index, schema, dips=dips)
-        by_query.append(sum(len(r.blocks) for r in route.refs))
-        read = total = 0
+        read = total = query_blocks = 0
         for r in route.refs:
             slot = by_table.setdefault(r.table, {"blocks_read": 0, "rows_read": 0})
             slot["blocks_read"] += len(r.blocks)
@@ -379,6 +378,8 @@ def read_counts(queries, analyses, index: RoutingIndex, schema, dips: bool) -> d
             rows += r.rows
             read, total = read + r.rows, total + r.rows_total
             by_template[q.template] = by_template.get(q.template, 0) + len(r.blocks)
+            query_blocks += len(r.blocks)
+        by_query.append(query_blocks)
         skipping_third += total > 0 and (total - read) * 3 >= total
     return {"blocks_read": blocks, "rows_read": rows, "queries_skipping_third": skipping_third,
             "tables": by_table, "_per_template": by_template, "_per_query": by_query}
