@@ -10,7 +10,6 @@ import re
 import runpy
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -283,14 +282,11 @@ def _job(argv: list[str]) -> subprocess.CompletedProcess:
 
 
 def test_a_job_with_a_hostile_table_fails_at_once_without_spark():
-    started = time.monotonic()
     done = _job(["jobs/ingest.py", "--table", "x;drop", "--partition", "1995", "--run-id", "r",
                  "--source", "/tmp/x.parquet"])
-    seconds = time.monotonic() - started
     assert done.returncode == 2
     assert "ingest refused its arguments: unknown table 'x;drop'; the schema 'tpch' has: customer" in done.stdout
     assert "Traceback" not in done.stderr and "SparkContext" not in done.stdout + done.stderr
-    assert seconds < 15  # a SparkSession alone takes longer to start
 
 
 @pytest.mark.parametrize("step, argv, message", [

@@ -3,9 +3,11 @@ from `route_query` and from the workload analysis, within a time and memory boun
 no exception escaping and no unexpected error counted.
 
 The outcomes were recorded by hand in the corpus. The bounds are hang and blow-up guards,
-not performance targets: 10 s per statement, and no statement may raise the process's
-peak resident memory by 256 MB or more. The slowest statements here, a 1 MB OR chain
-and 900 `<>` conjuncts on one column, take about 2 s each.
+not performance targets: 20 s of this process's CPU time per statement, and no statement
+may raise the process's peak resident memory by 256 MB or more. The slowest statements
+here, 900 `<>` conjuncts on one column and a 1 MB select list, take 1-3 s each. CPU time,
+not wall time, because CI runs three workers and Spark JVMs on two cores: a 0.55 s
+statement once took 11.8 s of wall time there.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from tests.helpers.paths import TEST_DATA
 
 CORPUS_DIR = TEST_DATA / "bad_queries"
 SCHEMA = load_schema("tpch")
-SECONDS = 10.0
+CPU_SECONDS = 20.0
 PEAK_GROWTH_KB = 256 * 1024  # ru_maxrss is in kilobytes on Linux
 FAILURES = {"empty", "parse error", "not a query", "unknown table", "unknown column", "too complex", "not analyzed"}
 
@@ -76,11 +78,11 @@ def test_the_corpus_holds_every_kind_of_bad_statement():
 
 
 def _bounded(call):
-    """(call(), seconds it took, kilobytes it raised the process's peak resident memory by)."""
+    """(call(), CPU seconds it took, kilobytes it raised the process's peak resident memory by)."""
     peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.monotonic()
+    started = time.process_time()
     result = call()
-    seconds = time.monotonic() - started
+    seconds = time.process_time() - started
     return result, seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
 
 
@@ -88,7 +90,7 @@ def _bounded(call):
 def test_route_reports_the_expected_outcome(name, expect, sql):
     before = router.UNEXPECTED_ERRORS.count
     route, seconds, growth = _bounded(lambda: route_query(sql, INDEX, SCHEMA))
-    assert seconds < SECONDS and growth < PEAK_GROWTH_KB, (seconds, growth)
+    assert seconds < CPU_SECONDS and growth < PEAK_GROWTH_KB, (seconds, growth)
     assert router.UNEXPECTED_ERRORS.count == before, route.warnings
     if expect in FAILURES:
         assert (route.analyzed, route.failure) == (False, expect), route.warnings
@@ -102,7 +104,7 @@ def test_route_reports_the_expected_outcome(name, expect, sql):
 @pytest.mark.parametrize("name,expect,sql", CORPUS, ids=[name for name, _, _ in CORPUS])
 def test_the_workload_analysis_reports_the_expected_outcome(name, expect, sql):
     summary, seconds, growth = _bounded(lambda: analyze_statements([sql], SCHEMA))
-    assert seconds < SECONDS and growth < PEAK_GROWTH_KB, (seconds, growth)
+    assert seconds < CPU_SECONDS and growth < PEAK_GROWTH_KB, (seconds, growth)
     assert summary.unexpected == 0, summary.failed
     if expect in FAILURES:
         assert summary.failure_kinds == [expect] and not summary.analyses, summary.failed
