@@ -22,7 +22,9 @@ excludes cannot change the query's answer):
   except a table on the NULL-supplying side of an outer join, where only
   conjuncts that cannot be TRUE on a NULL-extended row count.
 - LEFT JOIN: ON conjuncts on the right table filter it; its equalities give
-  edges left -> right only. RIGHT and FULL joins give nothing (conservative).
+  edges left -> right only. RIGHT JOIN mirrors it: ON conjuncts on the tables
+  joined so far filter them, edges go right -> those tables only. FULL joins
+  give nothing (conservative).
 - LEFT SEMI JOIN: ON conjuncts filter both sides, equalities give edges both
   ways; LEFT ANTI JOIN: ON conjuncts filter the right side, edges left ->
   right only.
@@ -438,10 +440,14 @@ class _Analyzer:
             if join.args.get("using"):
                 self.notes.append("JOIN ... USING is not analyzed (no filters or edges from it)")
                 on_parts = []
-            if side in ("RIGHT", "FULL"):
+            if side == "FULL":
+                nullable |= seen | right
+            elif side == "RIGHT":  # LEFT's mirror: everything joined so far is NULL-supplying
+                for p in on_parts:
+                    self._add_filters(p, seen, nullable)
+                    for a, ca, b, cb in self._equality(p, right, seen):
+                        self._edge(a, ca, b, cb)
                 nullable |= seen
-                if side == "FULL":
-                    nullable |= right
             elif side == "LEFT" and kind == "SEMI":
                 for p in on_parts:
                     self._add_filters(p, seen | right, nullable)

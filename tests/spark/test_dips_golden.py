@@ -43,6 +43,40 @@ def test_rewritten_query_with_diPs_returns_the_same_rows(spark, tuned, template)
     assert equal, f"{why}\n{rewritten}\n{route.dips}"
 
 
+RIGHT_JOINS = {
+    "the preserved side filtered: its keys reach the NULL-supplying side": """
+        SELECT o_orderkey, l_linenumber, l_quantity FROM lineitem
+        RIGHT JOIN orders ON l_orderkey = o_orderkey AND l_quantity > 30
+        WHERE o_orderdate < DATE '1993-03-01'""",
+    "q13 written the other way round": """
+        SELECT c_count, count(*) AS custdist FROM (
+            SELECT c_custkey, count(o_orderkey) AS c_count FROM orders
+            RIGHT OUTER JOIN customer ON c_custkey = o_custkey AND o_comment NOT LIKE '%special%requests%'
+            WHERE c_mktsegment = 'BUILDING' GROUP BY c_custkey) c_orders
+        GROUP BY c_count ORDER BY custdist DESC, c_count DESC""",
+    "after an inner join: every table joined before it is NULL-supplying": """
+        SELECT c_custkey, o_orderkey, l_linenumber FROM lineitem
+        JOIN orders ON o_orderkey = l_orderkey AND o_orderdate >= DATE '1997-06-01'
+        RIGHT JOIN customer ON o_custkey = c_custkey
+        WHERE c_nationkey = 7 AND (l_quantity > 45 OR l_quantity IS NULL)""",
+}
+
+
+@pytest.mark.parametrize("sql", RIGHT_JOINS.values(), ids=list(RIGHT_JOINS))
+def test_a_right_join_rewritten_with_diPs_returns_the_same_rows(spark, tuned, sql):
+    from layout_core.spark.compare import same_rows
+
+    route = route_query(sql, tuned["index"], SCHEMA, dips=True)
+    assert route.analyzed, route.warnings
+    rewritten = rewrite_sql(route, tuned["index"])
+    use(tuned["raw"])
+    expected = spark.sql(sql).collect()
+    use(tuned["blocks"])
+    actual = spark.sql(rewritten).collect()
+    equal, why = same_rows(expected, actual)
+    assert equal and expected, f"{why}\n{rewritten}\n{route.dips}"
+
+
 def test_diPs_skip_blocks_the_tables_own_predicates_cannot(tuned):
     queries = generate(1, seed=5, scale_factor=0.01)
     with_dips = without = 0

@@ -97,6 +97,19 @@ def test_diPs_go_from_the_preserved_side_of_a_left_join_only():
     assert _blocks(route, "o") == [10]
 
 
+def test_diPs_go_from_the_preserved_side_of_a_right_join_only():
+    filtered_preserved = """SELECT o.o_orderkey, l.l_quantity FROM lineitem l
+                            RIGHT JOIN orders o ON o.o_orderkey = l.l_orderkey WHERE o.o_custkey <= 50"""
+    route = route_query(filtered_preserved, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [10]
+    assert _blocks(route, "l") == [10, 11, 13, 14]  # keys 1-1000 reach the NULL-supplying side
+    filtered_nullable = """SELECT l.l_linenumber, o.o_orderstatus FROM orders o
+                           RIGHT JOIN lineitem l ON o.o_orderkey = l.l_orderkey AND o.o_custkey <= 50"""
+    route = route_query(filtered_nullable, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [10, 11, 12, 13, 14]  # every lineitem row is in the answer
+    assert _blocks(route, "o") == [10]
+
+
 def test_an_anti_join_never_shrinks_its_outer_side():
     sql = """SELECT o.o_orderkey FROM orders o WHERE NOT EXISTS
              (SELECT * FROM lineitem l WHERE l.l_orderkey = o.o_orderkey AND l.l_orderkey < 900)"""

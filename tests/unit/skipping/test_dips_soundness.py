@@ -1,6 +1,6 @@
 """diPs never lose a row: random tables cut into random blocks with random
 range sets, every query shape of `test_analysis_soundness` and a few more
-(GROUP BY in a derived table, UNION ALL, LEFT JOIN both ways, semi and anti
+(GROUP BY in a derived table, UNION ALL, LEFT and RIGHT JOINs both ways, semi and anti
 joins through IN / EXISTS / NOT EXISTS), routed with diPs; each reference,
 or a drawn subset of them, then reads only its routed blocks and SQLite's
 answer must not change. NULL, duplicate and orphan join keys come from the
@@ -34,6 +34,15 @@ MORE_QUERIES = {
     "LEFT JOIN from the unfiltered side: orders never shrink lineitem": """
         SELECT l1.l_linenumber, o.o_orderstatus FROM lineitem l1
         LEFT JOIN orders o ON o.o_orderkey = l1.l_orderkey AND o.o_orderstatus {s}""",
+    "RIGHT JOIN from the filtered side: lineitem rows are NULL-supplied": """
+        SELECT o.o_orderkey, l1.l_quantity FROM lineitem l1
+        RIGHT JOIN orders o ON o.o_orderkey = l1.l_orderkey AND l1.l_quantity > {q}
+        WHERE o.o_orderstatus {s}""",
+    "RIGHT JOIN after an inner join, filtered on both sides": """
+        SELECT c.c_custkey, o.o_orderkey, l1.l_linenumber FROM lineitem l1
+        JOIN orders o ON o.o_orderkey = l1.l_orderkey AND o.o_totalprice = {p}
+        RIGHT JOIN customer c ON o.o_custkey = c.c_custkey
+        WHERE c.c_mktsegment = '{seg}' AND (l1.l_quantity > {q} OR l1.l_quantity IS NULL)""",
     "derived table with GROUP BY on the join key": """
         SELECT o.o_orderkey, t.n FROM orders o,
                (SELECT l_orderkey, count(*) AS n FROM lineitem l1 WHERE l1.l_quantity > {q}

@@ -245,13 +245,33 @@ def test_null_rejecting_where_on_outer_side_filters():
     assert a.filter(o.key) == Compare(Column("o_totalprice", "decimal"), ">", Decimal(5))
 
 
-def test_full_and_right_joins_give_nothing_for_outer_sides():
+def test_a_full_join_gives_nothing_for_either_side():
     a = analyze("SELECT * FROM customer c FULL JOIN orders o ON c.c_custkey = o.o_custkey "
                 "AND o.o_orderstatus = 'F'", SCHEMA)
     assert a.filters == {} and a.edges == ()
+
+
+def test_a_right_join_mirrors_a_left_join():
     a = analyze("SELECT * FROM customer c RIGHT JOIN orders o ON c.c_custkey = o.o_custkey "
-                "WHERE c.c_name IS NULL", SCHEMA)
-    assert a.edges == () and a.filters == {}
+                "AND c.c_mktsegment = 'X' AND o.o_orderstatus = 'F' WHERE c.c_name IS NULL", SCHEMA)
+    c, o = a.refs
+    # orders is preserved: its ON conjunct does not filter it, and customer rows cannot shrink it;
+    # customer is NULL-supplying: its ON conjunct filters it, `IS NULL` in WHERE does not
+    assert a.filters == {c.key: Compare(Column("c_mktsegment", "string"), "=", "X")}
+    assert a.edges == (Edge(o.key, "o_custkey", c.key, "c_custkey"),)
+
+
+def test_a_right_join_after_an_inner_join_receives_on_every_table_joined_before_it():
+    a = analyze("SELECT * FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey "
+                "RIGHT JOIN customer c ON o.o_custkey = c.c_custkey WHERE c.c_mktsegment = 'X' "
+                "AND l.l_quantity > 5", SCHEMA)
+    l, o, c = a.refs
+    # `l_quantity > 5` is FALSE on a NULL-extended lineitem row, so it still filters lineitem
+    assert a.filters == {l.key: Compare(Column("l_quantity", "decimal"), ">", Decimal(5)),
+                         c.key: Compare(Column("c_mktsegment", "string"), "=", "X")}
+    assert set(a.edges) == {Edge(c.key, "c_custkey", o.key, "o_custkey"),
+                            Edge(l.key, "l_orderkey", o.key, "o_orderkey"),
+                            Edge(o.key, "o_orderkey", l.key, "l_orderkey")}
 
 
 def test_a_table_in_redundant_parentheses_on_the_outer_side_is_still_null_extended():
