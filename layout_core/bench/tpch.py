@@ -388,7 +388,8 @@ def read_counts(queries, analyses, index: RoutingIndex, schema, dips: bool) -> d
 def semijoin_lower_bound(spark, analyses, block_rows: int) -> dict:
     """The limit of diPs: per test reference, the rows that survive its own
     predicate and the full semi-join reduction of the query's joins (every
-    edge `a -> b` of the analysis, each source reduced in turn, along a
+    edge `a -> b` of the analysis, on all its columns where one condition joins
+    two or more, each source reduced in turn, along a
     spanning tree rooted at the reference: exact for a tree-shaped join graph,
     a little above the limit for one with cycles), as ceil(rows / block_rows)."""
     blocks = rows = 0
@@ -412,10 +413,15 @@ def _reduced_sql(analysis, key: str, visited: frozenset) -> str:
     if predicate != TRUE:
         conditions.append(to_sql(predicate))
     visited = visited | {key}
-    for edge in sorted(analysis.edges, key=lambda e: (e.from_ref, e.from_column, e.to_column)):
+    # a source's joint edge first: it says what its single edges say, and more
+    edges = [*analysis.joint_edges, *sorted(analysis.edges, key=lambda e: (e.from_ref, e.from_column, e.to_column))]
+    for edge in edges:
         if edge.to_ref == key and edge.from_ref not in visited:
             source = _reduced_sql(analysis, edge.from_ref, visited)
-            conditions.append(f"{identifier(edge.to_column)} IN (SELECT {identifier(edge.from_column)} "
+            to_columns = ", ".join(map(identifier, edge.to_columns))
+            if len(edge.to_columns) > 1:
+                to_columns = f"({to_columns})"
+            conditions.append(f"{to_columns} IN (SELECT {', '.join(map(identifier, edge.from_columns))} "
                               f"FROM ({source}) AS s)")
             visited = visited | {edge.from_ref}
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""

@@ -7,7 +7,10 @@ needed) carries a diP: the union of the ranges of a's join column over a's
 kept blocks. b then keeps only the blocks whose ranges on its join column
 meet that union; a block whose join column holds only NULLs meets nothing,
 since NULL never equals anything. When b loses blocks, its own outgoing
-edges carry smaller diPs, and so on until nothing changes.
+edges carry smaller diPs, and so on until nothing changes. Where one join
+condition equates two or more column pairs (`sql.analysis.JointEdge`), a diP
+over the tuple goes along too: the boxes of a's kept blocks over its columns,
+which b's block must meet in every column at once (`DataBoxes`).
 
 Which way an edge points is decided by the analysis from SQL semantics (an
 outer join passes diPs from its preserved side to its NULL-supplying side
@@ -37,9 +40,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from layout_core.sql.analysis import Edge
 from layout_core.skipping.zonemaps import ColumnArrays
-
+from layout_core.sql.analysis import Edge, JointEdge
 
 EMPTY = "empty"  # the family of a column without any value: it meets, and makes, nothing
 
@@ -156,6 +158,74 @@ class DataPred:
         return blocks | (~ranges.known & ranges.has_values)
 
 
+# Receiving blocks compared with every box at once, in chunks of this many (box, block) pairs.
+_BOX_CHUNK = 1 << 21
+
+
+@dataclass(frozen=True)
+class DataBoxes:
+    """A diP over a tuple of columns (a `JointEdge`): per kept source block with a
+    value in every column, the box of its per-column ranges (min to max), as
+    `lo`, `hi` of shape (boxes, columns). A receiving block is kept when its own
+    box meets one of them in every column at once: one source row must match all
+    the columns. Numbers only (join keys); other families give no joint diP."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @staticmethod
+    def union(parts: Sequence[tuple[Sequence[KeyRanges], np.ndarray]]) -> DataBoxes | None:
+        """The boxes of the kept blocks (`keep` per layout) over each layout's columns;
+        None when a kept block's statistics are unknown or a column is not numeric."""
+        los, his = [], []
+        for columns, keep in parts:
+            if any(r.family not in ("number", EMPTY) for r in columns):
+                return None
+            if any(np.any(keep & ~r.known & r.has_values) for r in columns):
+                return None
+            # a row NULL in some column matches nothing: only blocks with values everywhere send boxes
+            sending = keep & np.logical_and.reduce([r.has_values for r in columns])
+            hulls = [_block_hulls(r) for r in columns]
+            los.append(np.column_stack([lo[sending] for lo, _ in hulls]))
+            his.append(np.column_stack([hi[sending] for _, hi in hulls]))
+        width = len(parts[0][0]) if parts else 0
+        lo = np.concatenate(los) if los else np.empty((0, width))
+        hi = np.concatenate(his) if his else np.empty((0, width))
+        boxes = np.unique(np.hstack([lo, hi]), axis=0)  # equal boxes (blocks of one key run) once
+        return DataBoxes(boxes[:, :width], boxes[:, width:])
+
+    def meets(self, columns: Sequence[KeyRanges]) -> np.ndarray:
+        """Per block of the receiving layout's `columns`: might it hold a row whose values
+        lie in one box? (True when a column's statistics are unknown.)"""
+        n = columns[0].known.size
+        if not self.lo.shape[0]:
+            return np.zeros(n, dtype=bool)  # no row on the other side: nothing here can match
+        if any(r.family not in ("number", EMPTY) for r in columns):
+            return np.ones(n, dtype=bool)
+        hulls = [_block_hulls(r) for r in columns]
+        lo = np.column_stack([h[0] for h in hulls])
+        hi = np.column_stack([h[1] for h in hulls])
+        hit = np.zeros(n, dtype=bool)
+        step = max(1, _BOX_CHUNK // self.lo.shape[0])
+        for start in range(0, n, step):
+            end = min(n, start + step)
+            overlap = ((self.lo[:, None, :] <= hi[None, start:end, :])
+                       & (self.hi[:, None, :] >= lo[None, start:end, :])).all(axis=2)
+            hit[start:end] = overlap.any(axis=0)
+        unknown = np.logical_or.reduce([~r.known & r.has_values for r in columns])
+        return (hit | unknown) & np.logical_and.reduce([r.has_values for r in columns])
+
+
+def _block_hulls(ranges: KeyRanges) -> tuple[np.ndarray, np.ndarray]:
+    """Per block, the lowest and highest key of its ranges (+inf, -inf without any)."""
+    n = ranges.known.size
+    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+    if ranges.lo.size:
+        np.minimum.at(lo, ranges.owner, ranges.lo.astype(np.float64))
+        np.maximum.at(hi, ranges.owner, ranges.hi.astype(np.float64))
+    return lo, hi
+
+
 def _running_max(values: np.ndarray) -> np.ndarray:
     out = np.empty(values.size, dtype=object)
     best = None
@@ -170,7 +240,7 @@ class DipEffect:
     """One diP that removed blocks: the edge it crossed and the block ids it
     removed from the receiving reference (per partition, in layout order)."""
 
-    edge: Edge
+    edge: Edge | JointEdge
     removed: tuple[tuple[int, ...], ...]
 
     @property
@@ -191,9 +261,10 @@ class DipExchange:
     notes: tuple[str, ...] = ()  # edges that carried no diP, and why
 
 
-def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: Mapping[str, Sequence[np.ndarray]],
-                  ranges_of, max_dips: int = 10_000) -> DipExchange:
-    """Run the diP exchange over `edges` between references that have layouts.
+def exchange_dips(edges: Sequence[Edge | JointEdge], layouts: Mapping[str, Sequence],
+                  keep: Mapping[str, Sequence[np.ndarray]], ranges_of, max_dips: int = 10_000) -> DipExchange:
+    """Run the diP exchange over `edges` between references that have layouts: an
+    `Edge` carries a `DataPred`, a `JointEdge` `DataBoxes` over its columns.
 
     `layouts[ref]` are the reference's layouts (its partitions), `keep[ref]`
     their kept-block masks; `ranges_of(layout, column)` gives a layout's
@@ -211,16 +282,18 @@ def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: 
     while queue and built < max_dips:
         edge = queue.pop(0)
         queued.discard(edge)
-        source = [(ranges_of(layout, edge.from_column), mask)
+        joint = isinstance(edge, JointEdge)
+        source = [([ranges_of(layout, c) for c in edge.from_columns], mask)
                   for layout, mask in zip(layouts[edge.from_ref], keep[edge.from_ref])]
-        if any(r is None for r, _ in source):
+        if any(r is None for columns, _ in source for r in columns):
             notes[edge] = f"{edge.from_ref}.{edge.from_column} has no usable statistics: it sends no diP"
             continue
         # one reference's column often feeds several edges (equalities are closed
         # transitively): build its diP once per state of its kept blocks
-        state = (edge.from_ref, edge.from_column, tuple(m.tobytes() for _, m in source))
+        state = (edge.from_ref, edge.from_columns, tuple(m.tobytes() for _, m in source))
         if state not in sent:
-            sent[state] = DataPred.union(source)
+            sent[state] = (DataBoxes.union(source) if joint
+                           else DataPred.union([(columns[0], mask) for columns, mask in source]))
             built += 1
         dip = sent[state]
         if dip is None:
@@ -229,12 +302,12 @@ def exchange_dips(edges: Sequence[Edge], layouts: Mapping[str, Sequence], keep: 
             continue
         removed = []
         for layout, mask in zip(layouts[edge.to_ref], keep[edge.to_ref]):
-            target = ranges_of(layout, edge.to_column)
-            if target is None:
+            target = [ranges_of(layout, c) for c in edge.to_columns]
+            if any(r is None for r in target):
                 notes[edge] = f"{edge.to_ref}.{edge.to_column} has no usable statistics: it receives no diP"
                 removed.append(())
                 continue
-            after = mask & dip.meets(target)
+            after = mask & dip.meets(target if joint else target[0])
             removed.append(tuple(layout.block_ids[i] for i in np.flatnonzero(mask & ~after)))
             mask &= after
         if any(removed):

@@ -513,7 +513,7 @@ def route_analysis(
         keep[ref.key] = [layout_keep(query_predicate, table_filter, layout) for layout in layouts]
     exchange = None
     if dips and analysis.edges:
-        exchange = exchange_dips(analysis.edges, laid_out, keep, LayoutIndex.key_ranges)
+        exchange = exchange_dips((*analysis.edges, *analysis.joint_edges), laid_out, keep, LayoutIndex.key_ranges)
         keep = exchange.keep
     refs = []
     for ref in analysis.refs:

@@ -10,6 +10,8 @@
   which only makes the filter weaker;
 - `edges`: semi-join reductions. An `Edge(a -> b)` says: rows of `b` whose
   column matches no row of `a` that passes `filter(a)` are never needed;
+  `joint_edges`, where one join condition equates two or more columns of `a`
+  and `b` (`JointEdge`): rows of `b` matching no row of `a` on all of them;
 - `induced(ref, hops)`: join-induced predicates (MTO section 4.1.1), pushed
   along edges that follow a primary key to a foreign key that references it,
   directly or through a chain of equality edges (a correlated subquery's
@@ -106,6 +108,35 @@ class Edge:
     to_ref: str
     to_column: str
 
+    @property
+    def from_columns(self) -> tuple[str, ...]:
+        return (self.from_column,)
+
+    @property
+    def to_columns(self) -> tuple[str, ...]:
+        return (self.to_column,)
+
+
+@dataclass(frozen=True)
+class JointEdge:
+    """Rows of to_ref whose to_columns match no qualifying row of from_ref on all of
+    from_columns at once are not needed: the equalities of one join condition
+    (`ps_partkey = l_partkey AND ps_suppkey = l_suppkey`), which the single-column
+    `Edge`s of the same pairs only say one at a time."""
+
+    from_ref: str
+    from_columns: tuple[str, ...]
+    to_ref: str
+    to_columns: tuple[str, ...]
+
+    @property
+    def from_column(self) -> str:  # for messages
+        return f"({', '.join(self.from_columns)})"
+
+    @property
+    def to_column(self) -> str:
+        return f"({', '.join(self.to_columns)})"
+
 
 @dataclass(frozen=True)
 class InducedPredicate:
@@ -126,6 +157,7 @@ class QueryAnalysis:
     # Equality joins between tables, as written: ((table, column), (table, column)) sorted.
     joins: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = ()
     notes: tuple[str, ...] = field(default=())  # what was ignored and why
+    joint_edges: tuple[JointEdge, ...] = ()  # where two or more equalities link two references at once
 
     def ref(self, key: str) -> TableRef:
         for r in self.refs:
@@ -361,6 +393,7 @@ class _Analyzer:
         self.ref_scope: dict[str, Scope] = {}
         self.filters: dict[str, list[Predicate]] = defaultdict(list)
         self.edges: set[Edge] = set()
+        self.joint_edges: set[JointEdge] = set()
         self.joins: set = set()
         self.notes: list[str] = []
         self.local_refs: dict[int, dict[str, str]] = {}  # id(scope) -> alias -> ref key
@@ -380,6 +413,7 @@ class _Analyzer:
             self.sql, refs, filters,
             tuple(sorted(self.edges, key=lambda e: (e.from_ref, e.to_ref, e.from_column, e.to_column))),
             tuple(sorted(self.joins)), tuple(self.notes),
+            tuple(sorted(self.joint_edges, key=lambda e: (e.from_ref, e.to_ref, e.from_columns, e.to_columns))),
         )
 
     # -- references and column resolution
@@ -445,20 +479,18 @@ class _Analyzer:
             elif side == "RIGHT":  # LEFT's mirror: everything joined so far is NULL-supplying
                 for p in on_parts:
                     self._add_filters(p, seen, nullable)
-                    for a, ca, b, cb in self._equality(p, right, seen):
-                        self._edge(a, ca, b, cb)
+                self._edges([e for p in on_parts for e in self._equality(p, right, seen)])
                 nullable |= seen
             elif side == "LEFT" and kind == "SEMI":
                 for p in on_parts:
                     self._add_filters(p, seen | right, nullable)
-                    for a, ca, b, cb in self._equality(p, seen, right):
-                        self._edge(a, ca, b, cb)
-                        self._edge(b, cb, a, ca)
+                pairs = [e for p in on_parts for e in self._equality(p, seen, right)]
+                self._edges(pairs)
+                self._edges([(b, cb, a, ca) for a, ca, b, cb in pairs])
             elif side == "LEFT":  # LEFT [OUTER] JOIN and LEFT ANTI JOIN
                 for p in on_parts:
                     self._add_filters(p, right, nullable)
-                    for a, ca, b, cb in self._equality(p, seen, right):
-                        self._edge(a, ca, b, cb)
+                self._edges([e for p in on_parts for e in self._equality(p, seen, right)])
                 if kind != "ANTI":
                     nullable |= right
             else:  # inner or cross join
@@ -517,6 +549,22 @@ class _Analyzer:
         ta, tb = self.refs[a].table, self.refs[b].table
         self.joins.add(tuple(sorted([(ta, ca), (tb, cb)])))
 
+    def _edges(self, pairs) -> None:
+        """An edge a -> b per (a, ca, b, cb) of `pairs`, equalities of one join condition
+        (all hold for the same pair of rows), and a joint edge where two or more link a to b."""
+        for a, ca, b, cb in pairs:
+            self._edge(a, ca, b, cb)
+        self._joint(pairs)
+
+    def _joint(self, pairs) -> None:
+        columns = defaultdict(set)
+        for a, ca, b, cb in pairs:
+            columns[(a, b)].add((ca, cb))
+        for (a, b), linked in columns.items():
+            if len(linked) >= 2:
+                ordered = sorted(linked)
+                self.joint_edges.add(JointEdge(a, tuple(c for c, _ in ordered), b, tuple(c for _, c in ordered)))
+
     def _close_equalities(self, equalities) -> None:
         """Edges both ways between every pair of columns an inner join makes equal."""
         parent: dict = {}
@@ -534,11 +582,14 @@ class _Analyzer:
         classes = defaultdict(list)
         for node in parent:
             classes[find(node)].append(node)
+        pairs = []  # every equality holds for each row of the scope's join: one condition
         for members in classes.values():
             for a, ca in members:
                 for b, cb in members:
                     if a != b:
                         self.edges.add(Edge(a, ca, b, cb))
+                        pairs.append((a, ca, b, cb))
+        self._joint(pairs)
 
     # -- subqueries
 
@@ -550,9 +601,9 @@ class _Analyzer:
             inner = self._scope_of(inner_node.this)
             if inner is None:
                 return
-            for ik, ic, ok, oc in self._correlations(inner, outer):
-                if not negated and _plain_select(inner.expression):
-                    self._edge(ik, ic, ok, oc)
+            correlations = self._correlations(inner, outer)
+            if not negated and _plain_select(inner.expression):
+                self._edges(correlations)
         elif isinstance(inner_node, exp.In) and inner_node.args.get("query") is not None and not negated:
             query = inner_node.args["query"]
             inner = self._scope_of(query.this if isinstance(query, exp.Subquery) else query)
@@ -586,11 +637,9 @@ class _Analyzer:
         where = inner.expression.args.get("where")
         inner_local = set(self.local_refs[id(inner)].values())
         outer_local = set(self.local_refs[id(outer)].values())
-        found = []
-        for p in self._conjuncts(where, self._resolver(inner)):
-            for a, ca, b, cb in self._equality(p, inner_local, outer_local):
-                self._edge(b, cb, a, ca)
-                found.append((a, ca, b, cb))
+        found = [e for p in self._conjuncts(where, self._resolver(inner))
+                 for e in self._equality(p, inner_local, outer_local)]
+        self._edges([(b, cb, a, ca) for a, ca, b, cb in found])
         return found
 
 

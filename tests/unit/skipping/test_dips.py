@@ -9,7 +9,7 @@ import numpy as np
 
 from layout_core.base.schema import load_schema
 from layout_core.predicates import ColumnStats, value_to_json
-from layout_core.skipping.dips import DataPred, key_ranges
+from layout_core.skipping.dips import DataBoxes, DataPred, key_ranges
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 from layout_core.skipping.zonemaps import ZoneMaps
 
@@ -252,3 +252,55 @@ def test_explain_of_a_never_true_predicate_and_of_bad_sql():
     assert {s["by"] for s in ref["skipped"]} == {"the query's predicate on this table is never TRUE"}
     bad = explain_query("SELEC nonsense", INDEX, SCHEMA).to_json()
     assert bad["analyzed"] is False and bad["refs"] == []
+
+
+# partsupp: blocks 10 and 11 hold small availqty, 12 large; each holds one box of (partkey, suppkey)
+PARTSUPP = _layout("partsupp", [
+    {"ps_partkey": _stats(1, 100), "ps_suppkey": _stats(1, 10), "ps_availqty": _stats(1, 10)},
+    {"ps_partkey": _stats(101, 200), "ps_suppkey": _stats(11, 20), "ps_availqty": _stats(1, 10)},
+    {"ps_partkey": _stats(201, 300), "ps_suppkey": _stats(1, 20), "ps_availqty": _stats(500, 600)},
+])
+PARTS_SOLD = _layout("lineitem", [
+    {"l_partkey": _stats(1, 50), "l_suppkey": _stats(1, 5)},  # inside partsupp 10's box
+    {"l_partkey": _stats(150, 160), "l_suppkey": _stats(1, 5)},  # each key alone meets a kept block, the pair none
+    {"l_partkey": _stats(250, 260), "l_suppkey": _stats(1, 5)},  # parts of partsupp 12 only
+    {"l_partkey": _stats(1, 200), "l_suppkey": _stats(1, 20)},  # meets both boxes
+    {"l_partkey": _stats(None, None, nulls=10), "l_suppkey": _stats(1, 5)},  # NULL parts match nothing
+    {},  # no statistics: kept
+])
+PAIRS = RoutingIndex({"partsupp": (PARTSUPP,), "lineitem": (PARTS_SOLD,)}, {})
+
+
+def test_a_join_on_two_columns_sends_one_diP_over_the_pair():
+    sql = """SELECT count(*) FROM partsupp ps, lineitem l
+             WHERE ps.ps_partkey = l.l_partkey AND ps.ps_suppkey = l.l_suppkey AND ps.ps_availqty < 100"""
+    route = route_query(sql, PAIRS, SCHEMA)
+    assert _blocks(route, "ps") == [10, 11]
+    # the keys one at a time admit parts 1-200 and suppliers 1-20: block 11 (parts 150-160 of
+    # suppliers 1-5) passes both, but only partsupp 11 holds those parts, with suppliers 11-20
+    assert _blocks(route, "l") == [10, 13, 15]
+    removed_by = {d.edge.to_column: set(d.removed[0]) for d in route.dips if d.edge.to_ref == route.refs[1].ref}
+    assert 11 in removed_by["(l_partkey, l_suppkey)"]
+    assert all(11 not in blocks for column, blocks in removed_by.items() if not column.startswith("("))
+
+
+def test_a_pair_diP_is_the_boxes_of_the_kept_blocks():
+    source = ZoneMaps.of([{"a": ColumnStats(1, 10, 0, 3), "b": ColumnStats(100, 110, 0, 3)},
+                          {"a": ColumnStats(20, 30, 0, 3), "b": ColumnStats(200, 210, 0, 3)},
+                          {"a": ColumnStats(1, 30, 0, 3), "b": ColumnStats(None, None, 3, 3)},  # b all NULL
+                          {"a": ColumnStats(40, 50, 0, 3), "b": ColumnStats(100, 210, 0, 3)}], [3, 3, 3, 3])
+    boxes = DataBoxes.union([([key_ranges(source.columns["a"]), key_ranges(source.columns["b"])],
+                              np.array([True, True, True, False]))])
+    assert sorted((round(a), round(b), round(c), round(d)) for (a, b), (c, d) in zip(boxes.lo, boxes.hi)) == [
+        (1, 100, 10, 110), (20, 200, 30, 210)]
+    target = ZoneMaps.of([{"x": ColumnStats(5, 6, 0, 1), "y": ColumnStats(105, 106, 0, 1)},  # in the first box
+                          {"x": ColumnStats(5, 6, 0, 1), "y": ColumnStats(205, 206, 0, 1)},  # a from one, b from other
+                          {"x": ColumnStats(10, 20, 0, 1), "y": ColumnStats(110, 200, 0, 1)},  # touches both corners
+                          {"x": ColumnStats(45, 45, 0, 1), "y": ColumnStats(105, 105, 0, 1)},  # the unkept block's
+                          {"x": ColumnStats(5, 6, 0, 1), "y": ColumnStats(None, None, 1, 1)}],  # y NULL only
+                         [1, 1, 1, 1, 1])
+    meets = boxes.meets([key_ranges(target.columns["x"]), key_ranges(target.columns["y"])])
+    assert list(meets) == [True, False, True, False, False]
+    assert not DataBoxes.union([([key_ranges(source.columns["a"]), key_ranges(source.columns["b"])],
+                                 np.zeros(4, dtype=bool))]).meets(
+        [key_ranges(target.columns["x"]), key_ranges(target.columns["y"])]).any()

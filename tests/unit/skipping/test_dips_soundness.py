@@ -1,7 +1,8 @@
 """diPs never lose a row: random tables cut into random blocks with random
 range sets, every query shape of `test_analysis_soundness` and a few more
-(GROUP BY in a derived table, UNION ALL, LEFT and RIGHT JOINs both ways, semi and anti
-joins through IN / EXISTS / NOT EXISTS), routed with diPs; each reference,
+(GROUP BY in a derived table, UNION ALL, LEFT and RIGHT JOINs both ways, joins
+on two columns, semi and anti joins through IN / EXISTS / NOT EXISTS), routed
+with diPs; each reference,
 or a drawn subset of them, then reads only its routed blocks and SQLite's
 answer must not change. NULL, duplicate and orphan join keys come from the
 shared strategies; blocks that hold only NULLs, and empty tables, too.
@@ -43,6 +44,23 @@ MORE_QUERIES = {
         JOIN orders o ON o.o_orderkey = l1.l_orderkey AND o.o_totalprice = {p}
         RIGHT JOIN customer c ON o.o_custkey = c.c_custkey
         WHERE c.c_mktsegment = '{seg}' AND (l1.l_quantity > {q} OR l1.l_quantity IS NULL)""",
+    "self join on two columns": """
+        SELECT l1.l_linenumber, l2.l_linenumber FROM lineitem l1, lineitem l2
+        WHERE l1.l_orderkey = l2.l_orderkey AND l2.l_suppkey = l1.l_suppkey AND l2.l_quantity = {q}""",
+    "join on two columns, the orders side filtered": """
+        SELECT o.o_orderkey, l1.l_linenumber FROM orders o
+        JOIN lineitem l1 ON o.o_orderkey = l1.l_orderkey AND o.o_custkey = l1.l_suppkey
+        WHERE o.o_orderstatus {s}""",
+    "LEFT JOIN on two columns, the NULL-supplying side filtered": """
+        SELECT l1.l_linenumber, o.o_orderstatus FROM lineitem l1
+        LEFT JOIN orders o ON o.o_orderkey = l1.l_orderkey AND o.o_custkey = l1.l_suppkey AND o.o_totalprice = {p}
+        WHERE l1.l_quantity > {q}""",
+    "EXISTS and NOT EXISTS on two columns": """
+        SELECT o.o_orderkey FROM orders o
+        WHERE EXISTS (SELECT * FROM lineitem l1 WHERE l1.l_orderkey = o.o_orderkey AND l1.l_suppkey = o.o_custkey
+                      AND l1.l_quantity > {q})
+          AND NOT EXISTS (SELECT * FROM lineitem l2 WHERE l2.l_orderkey = o.o_orderkey
+                          AND l2.l_suppkey = o.o_custkey AND l2.l_quantity = {p})""",
     "derived table with GROUP BY on the join key": """
         SELECT o.o_orderkey, t.n FROM orders o,
                (SELECT l_orderkey, count(*) AS n FROM lineitem l1 WHERE l1.l_quantity > {q}
@@ -139,12 +157,16 @@ blocks_of = st.lists(st.integers(0, 3), min_size=20, max_size=20)
        q=st.integers(0, 9), p=st.integers(0, 9), k=st.integers(0, 3), seg=st.sampled_from(["A", "B"]),
        orders=orders_rows, lineitem=lineitem_rows, customer=customer_rows,
        blocks=st.fixed_dictionaries({t: blocks_of for t in COLUMNS}),
-       cuts=st.integers(0, 2 ** 24), which=st.one_of(st.just(-1), st.integers(0, 15)))
+       cuts=st.integers(0, 2 ** 24), which=st.one_of(st.just(-1), st.integers(0, 15)),
+       clustered=st.booleans())
 def test_reading_only_the_blocks_diPs_leave_keeps_the_answer(template, status, q, p, k, seg, orders, lineitem,
-                                                              customer, blocks, cuts, which):
+                                                              customer, blocks, cuts, which, clustered):
     sql = ALL_QUERIES[template].format(s=status, q=q, p=p, k=k, seg=seg)
     rows = _rows(orders, lineitem, customer)
-    blocks = {t: blocks[t][:len(rows[t])] for t in COLUMNS}
+    if clustered:  # blocks by the first column, as a layout makes them: narrow ranges, where diPs skip most
+        blocks = {t: [3 if r[0] is None else r[0] // 2 for r in rows[t]] for t in COLUMNS}
+    else:
+        blocks = {t: blocks[t][:len(rows[t])] for t in COLUMNS}
     index = RoutingIndex({t: (_layout(t, rows[t], blocks[t], cuts),) for t in COLUMNS}, {})
     route = route_query(sql, index, SCHEMA)
     assert route.analyzed, route.warnings
@@ -170,4 +192,20 @@ def test_the_property_is_not_vacuous_diPs_remove_blocks_in_it():
         index = RoutingIndex({t: (_layout(t, rows[t], blocks[t], 0),) for t in COLUMNS}, {})
         sql = MORE_QUERIES["star: lineitem joins orders and customer, filters on the dimensions only"].format(seg="A")
         removing += bool(route_query(sql, index, SCHEMA).dips)
+    assert removing >= 30
+
+
+def test_the_pair_diP_removes_blocks_in_it_too():
+    import random
+
+    rnd = random.Random(5)
+    removing = 0
+    for _ in range(100):
+        orders = {k: (rnd.randint(0, 6), "F", rnd.randint(0, 9)) for k in rnd.sample(range(7), 6)}
+        lineitem = [(rnd.randint(0, 7), rnd.randint(0, 7), rnd.randint(0, 9)) for _ in range(20)]
+        rows = _rows(orders, lineitem, {})
+        blocks = {t: [r[0] // 2 for r in rows[t]] for t in COLUMNS}
+        index = RoutingIndex({t: (_layout(t, rows[t], blocks[t], 0),) for t in COLUMNS}, {})
+        sql = MORE_QUERIES["self join on two columns"].format(q=rnd.randint(0, 9))
+        removing += any(d.edge.from_column.startswith("(") for d in route_query(sql, index, SCHEMA).dips)
     assert removing >= 30

@@ -25,7 +25,7 @@ from layout_core.predicates import (
     negate,
     to_sql,
 )
-from layout_core.sql.analysis import Edge, QueryError, analyze, candidate_cuts
+from layout_core.sql.analysis import Edge, JointEdge, QueryError, analyze, candidate_cuts
 from layout_core.sql.statements import split_statements
 from layout_core.workload.tpch import generate
 
@@ -458,3 +458,45 @@ def test_analysis_does_not_depend_on_earlier_queries():
     first = [analyze(sql, SCHEMA) for sql in queries]
     again = [analyze(sql, SCHEMA) for sql in reversed(queries)][::-1]
     assert first == again
+
+
+def test_two_equalities_between_the_same_tables_make_one_joint_edge_each_way():
+    a = analyze("SELECT * FROM partsupp ps, lineitem l, part p WHERE ps.ps_partkey = l.l_partkey "
+                "AND l.l_suppkey = ps.ps_suppkey AND p.p_partkey = l.l_partkey", SCHEMA)
+    ps, l, p = a.refs
+    # part meets each of the others on one column (the closure relates it to partsupp too): no pair
+    assert set(a.joint_edges) == {JointEdge(ps.key, ("ps_partkey", "ps_suppkey"), l.key, ("l_partkey", "l_suppkey")),
+                                  JointEdge(l.key, ("l_partkey", "l_suppkey"), ps.key, ("ps_partkey", "ps_suppkey"))}
+    assert Edge(ps.key, "ps_suppkey", l.key, "l_suppkey") in a.edges  # the single edges stay
+
+
+def test_an_outer_join_on_two_columns_sends_its_pair_from_the_preserved_side_only():
+    a = analyze("SELECT * FROM lineitem l LEFT JOIN partsupp ps ON ps.ps_partkey = l.l_partkey "
+                "AND ps.ps_suppkey = l.l_suppkey", SCHEMA)
+    l, ps = a.refs
+    assert a.joint_edges == (JointEdge(l.key, ("l_partkey", "l_suppkey"), ps.key, ("ps_partkey", "ps_suppkey")),)
+    a = analyze("SELECT * FROM lineitem l RIGHT JOIN partsupp ps ON ps.ps_partkey = l.l_partkey "
+                "AND ps.ps_suppkey = l.l_suppkey", SCHEMA)
+    l, ps = a.refs
+    assert a.joint_edges == (JointEdge(ps.key, ("ps_partkey", "ps_suppkey"), l.key, ("l_partkey", "l_suppkey")),)
+
+
+def test_a_correlated_subquery_on_two_columns_pairs_them():
+    exists = ("SELECT * FROM partsupp ps WHERE {} (SELECT * FROM lineitem l WHERE l.l_partkey = ps.ps_partkey "
+              "AND l.l_suppkey = ps.ps_suppkey AND l.l_quantity > 5)")
+    a = analyze(exists.format("EXISTS"), SCHEMA)
+    ps, l = a.refs
+    outer_to_inner = JointEdge(ps.key, ("ps_partkey", "ps_suppkey"), l.key, ("l_partkey", "l_suppkey"))
+    inner_to_outer = JointEdge(l.key, ("l_partkey", "l_suppkey"), ps.key, ("ps_partkey", "ps_suppkey"))
+    assert set(a.joint_edges) == {outer_to_inner, inner_to_outer}
+    a = analyze(exists.format("NOT EXISTS"), SCHEMA)
+    assert a.joint_edges == (outer_to_inner,)  # lineitem never shrinks the outer side of an anti join
+
+
+def test_equalities_from_two_conditions_make_no_joint_edge():
+    # each subquery has its own lineitem: no one row matches both columns
+    a = analyze("SELECT * FROM partsupp ps WHERE ps.ps_partkey IN (SELECT l_partkey FROM lineitem) "
+                "AND ps.ps_suppkey IN (SELECT l_suppkey FROM lineitem)", SCHEMA)
+    assert a.joint_edges == ()
+    a = analyze("SELECT * FROM partsupp ps JOIN lineitem l ON ps.ps_partkey = l.l_partkey", SCHEMA)
+    assert a.joint_edges == ()
