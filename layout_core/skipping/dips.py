@@ -15,7 +15,9 @@ which b's block must meet in every column at once (`DataBoxes`).
 Which way an edge points is decided by the analysis from SQL semantics (an
 outer join passes diPs from its preserved side to its NULL-supplying side
 only, an anti join from the outer side only, a subquery with aggregation
-only through its grouping column, nothing into or out of a derived table),
+only through its grouping column, a derived table or CTE only through a
+column it passes on, and only outwards where it is read twice or has a
+LIMIT),
 so every step removes only rows the answer does not need, and so does any
 number of steps in any order (each is sound on the database the previous
 ones left). The order: edges towards a root of the join graph first, then

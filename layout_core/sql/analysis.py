@@ -39,14 +39,19 @@ excludes cannot change the query's answer):
   NOT IN gives no edge (NULL semantics).
 - Equalities among inner-joined tables are closed transitively
   (a.x = b.y AND b.y = c.z relates a and c).
-- Derived tables and CTEs are analyzed as queries of their own; nothing is
-  pushed into or out of them.
+- Derived tables and CTEs are analyzed as queries of their own, and a column
+  they pass on unchanged stands for its base column outside (diPs §3.3,
+  rules 2-3): filters and edges reach the base table through it when the derived
+  query is read once and is transparent for that column (no LIMIT, window or
+  rollup; under aggregation only a grouping key; its table not NULL-supplying
+  inside); otherwise only edges out of it (`OUTWARD`). Set operations pass
+  nothing (rule 4 is not applied).
 """
 
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -67,6 +72,13 @@ from layout_core.base.schema import Schema
 from layout_core.sql.convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predicate
 
 DEFAULT_MAX_DEPTH = 4
+
+# A derived table's or CTE's column that passes on a base column, but where
+# nothing may be pushed into that column (the CTE is read twice, the query has
+# a LIMIT, a window or a rollup, the column is not a grouping key, or its table
+# is NULL-supplying there), resolves to its reference's key behind this mark:
+# diPs flow out of it (its values are a subset of the base column's), never in.
+OUTWARD = "~"
 
 
 # Past these a statement is refused (QueryError, kind "too complex": the query reads
@@ -397,6 +409,11 @@ class _Analyzer:
         self.joins: set = set()
         self.notes: list[str] = []
         self.local_refs: dict[int, dict[str, str]] = {}  # id(scope) -> alias -> ref key
+        self.nullable: dict[int, set[str]] = {}  # id(scope) -> its NULL-supplying refs, once analyzed
+        # how often each name is read as a table: a CTE read more than once passes nothing in
+        # (every scope lists the CTEs it could read among its sources, read or not; a name
+        # that an inner CTE shadows counts for both, which only passes less)
+        self.reads = Counter(t.name.lower() for s in scopes if s.is_root for t in s.expression.find_all(exp.Table))
 
     def run(self) -> QueryAnalysis:
         for scope in self.scopes:
@@ -433,28 +450,68 @@ class _Analyzer:
         self.local_refs[id(scope)] = local
 
     def _resolver(self, scope: Scope):
+        """column -> (ref key, schema column) or None: a base table's column of this
+        scope or an enclosing one (a correlated reference), or a column a derived table
+        or CTE of this scope passes on (`_through`)."""
         def resolve(column: exp.Column):
-            s = scope
-            while s is not None:
-                local = self.local_refs.get(id(s), {})
-                if column.table in local:
-                    key = local[column.table]
-                    table = self.schema.table(self.refs[key].table)
-                    if not table.has_column(column.name.lower()):
-                        return None
-                    return key, table.column(column.name.lower())
+            found = self._in_scope(scope, column)
+            s = scope.parent
+            while found is None and s is not None and column.table not in scope.sources:
                 if column.table in s.sources:
-                    return None  # a derived table or CTE column
+                    local = self.local_refs.get(id(s), {})
+                    return self._base_column(local[column.table], column) if column.table in local else None
                 s = s.parent
-            return None
+            return found
 
         return resolve
+
+    def _in_scope(self, scope: Scope, column: exp.Column):
+        local = self.local_refs.get(id(scope), {})
+        if column.table in local:
+            return self._base_column(local[column.table], column)
+        if column.table in scope.sources:
+            return self._through(scope.sources[column.table], column.name)
+        return None
+
+    def _base_column(self, key: str, column: exp.Column):
+        table = self.schema.table(self.refs[key].table)
+        name = column.name.lower()
+        return (key, table.column(name)) if table.has_column(name) else None
+
+    def _through(self, source, name: str):
+        """A derived table's or CTE's column `name` as the base column it passes on:
+        (ref key, column), the key prefixed with OUTWARD where filters and diPs may
+        only flow out of it (see OUTWARD); None for anything else (expressions,
+        aggregates, set operations, a column of an enclosing query)."""
+        if not isinstance(source, Scope) or id(source) not in self.nullable:
+            return None  # (not a SELECT we analyzed: a set operation, or a table function)
+        select = source.expression
+        projection = next((e for e in select.expressions if e.alias_or_name == name), None)
+        node = _unparen(projection.unalias()) if projection is not None else None
+        found = self._in_scope(source, node) if isinstance(node, exp.Column) else None
+        if found is None:
+            return None
+        key, column = found
+        inward = (not key.startswith(OUTWARD) and key not in self.nullable[id(source)]
+                  and self._read_once(source) and _transparent(select, node))
+        return (key if inward or key.startswith(OUTWARD) else OUTWARD + key), column
+
+    def _read_once(self, source: Scope) -> bool:
+        cte = source.expression.parent
+        return not isinstance(cte, exp.CTE) or self.reads[cte.alias_or_name.lower()] == 1
+
+    def _derived_keys(self, scope: Scope, alias: str) -> set[str]:
+        """The keys a derived table or CTE read as `alias` in `scope` passes columns of."""
+        source = scope.sources.get(alias)
+        if not isinstance(source, Scope) or not isinstance(source.expression, exp.Select):
+            return set()
+        found = (self._through(source, e.alias_or_name) for e in source.expression.expressions)
+        return {f[0] for f in found if f is not None}
 
     # -- one SELECT
 
     def _analyze_scope(self, scope: Scope) -> None:
         select = scope.expression
-        local = set(self.local_refs[id(scope)].values())
         resolve = self._resolver(scope)
         nullable: set[str] = set()
         equalities: list[tuple[str, str, str, str]] = []  # among inner-joined refs
@@ -463,7 +520,12 @@ class _Analyzer:
             node = _from_item(node)
             alias = node.alias_or_name
             key = self.local_refs[id(scope)].get(alias)
-            return {key} if key else set()
+            return {key} if key else self._derived_keys(scope, alias)
+
+        local = set(self.local_refs[id(scope)].values())
+        for alias, source in scope.sources.items():
+            if isinstance(source, Scope):
+                local |= self._derived_keys(scope, alias)
 
         from_ = select.args.get("from_")
         seen: set[str] = alias_key(from_.this) if from_ is not None else set()
@@ -511,6 +573,7 @@ class _Analyzer:
             self._add_filters(p, local, nullable)
             equalities += self._equality(p, local, local)
         self._close_equalities(equalities)
+        self.nullable[id(scope)] = nullable
 
     @staticmethod
     def _conjuncts(condition: exp.Expression | None, resolve) -> list[Predicate]:
@@ -523,6 +586,8 @@ class _Analyzer:
 
     def _add_filters(self, p: Predicate, refs: set[str], nullable: set[str]) -> None:
         for key in refs_of(p) & refs:
+            if key.startswith(OUTWARD):
+                continue
             proj = project(p, key)
             if proj == TRUE:
                 continue
@@ -545,8 +610,19 @@ class _Analyzer:
         return []
 
     def _edge(self, a: str, ca: str, b: str, cb: str) -> None:
-        self.edges.add(Edge(a, ca, b, cb))
-        ta, tb = self.refs[a].table, self.refs[b].table
+        """The edge a -> b of a written equality."""
+        self._implied_edge(a, ca, b, cb)
+        self._join(a, ca, b, cb)
+
+    def _implied_edge(self, a: str, ca: str, b: str, cb: str) -> None:
+        if b.startswith(OUTWARD):
+            return  # nothing flows into a derived table that is not transparent for it
+        a = a.removeprefix(OUTWARD)
+        if a != b:
+            self.edges.add(Edge(a, ca, b, cb))
+
+    def _join(self, a: str, ca: str, b: str, cb: str) -> None:
+        ta, tb = self.refs[a.removeprefix(OUTWARD)].table, self.refs[b.removeprefix(OUTWARD)].table
         self.joins.add(tuple(sorted([(ta, ca), (tb, cb)])))
 
     def _edges(self, pairs) -> None:
@@ -559,7 +635,8 @@ class _Analyzer:
     def _joint(self, pairs) -> None:
         columns = defaultdict(set)
         for a, ca, b, cb in pairs:
-            columns[(a, b)].add((ca, cb))
+            if not b.startswith(OUTWARD) and a.removeprefix(OUTWARD) != b:
+                columns[(a.removeprefix(OUTWARD), b)].add((ca, cb))
         for (a, b), linked in columns.items():
             if len(linked) >= 2:
                 ordered = sorted(linked)
@@ -577,8 +654,7 @@ class _Analyzer:
 
         for a, ca, b, cb in equalities:
             parent[find((a, ca))] = find((b, cb))
-            ta, tb = self.refs[a].table, self.refs[b].table
-            self.joins.add(tuple(sorted([(ta, ca), (tb, cb)])))
+            self._join(a, ca, b, cb)
         classes = defaultdict(list)
         for node in parent:
             classes[find(node)].append(node)
@@ -587,7 +663,7 @@ class _Analyzer:
             for a, ca in members:
                 for b, cb in members:
                     if a != b:
-                        self.edges.add(Edge(a, ca, b, cb))
+                        self._implied_edge(a, ca, b, cb)
                         pairs.append((a, ca, b, cb))
         self._joint(pairs)
 
@@ -677,6 +753,20 @@ def _has_aggregate(select: exp.Select) -> bool:
 def _plain_select(select: exp.Select) -> bool:
     """EXISTS over it is TRUE exactly when some row passes its WHERE."""
     return not _has_aggregate(select) and not select.args.get("limit")
+
+
+def _transparent(select: exp.Select, column: exp.Column) -> bool:
+    """Whether a filter on the output `column` of `select` (a derived table or CTE) may
+    be applied to its rows instead: for each value of the column, the output rows
+    with that value are computed from the input rows with that value alone."""
+    if select.args.get("limit") or select.args.get("offset") or select.find(exp.Window) is not None:
+        return False
+    if not _has_aggregate(select):
+        return True
+    group = select.args.get("group")
+    if group is None or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+        return False
+    return column in [_unparen(k) for k in group.expressions]
 
 
 def _membership_preserving(select: exp.Select, column: exp.Column) -> bool:

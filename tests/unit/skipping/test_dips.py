@@ -195,12 +195,24 @@ def test_a_full_join_passes_no_diP_either_way():
     assert _blocks(route, "l") == [10, 11, 12, 13, 14] and route.dips == ()
 
 
-def test_a_derived_table_with_group_by_neither_sends_nor_receives():
+def test_a_derived_table_grouped_by_the_join_key_receives_diPs():
     sql = """SELECT o.o_orderkey, t.n FROM orders o,
              (SELECT l.l_orderkey, count(*) AS n FROM lineitem l GROUP BY l.l_orderkey) t
              WHERE t.l_orderkey = o.o_orderkey AND o.o_custkey <= 50"""
     route = route_query(sql, INDEX, SCHEMA)
-    assert _blocks(route, "l") == [10, 11, 12, 13, 14]  # its groups are counted over all its rows
+    # a group holds the rows of one order key: the groups of keys 1-1000 need lineitem 10, 11, 13 and 14
+    assert _blocks(route, "l") == [10, 11, 13, 14]
+
+
+def test_a_cte_read_twice_sends_diPs_but_receives_none():
+    once = """WITH o2 AS (SELECT o.o_custkey, o.o_orderkey FROM orders o)
+              SELECT count(*) FROM customer c, o2 WHERE c.c_custkey = o2.o_custkey AND c.c_mktsegment = 'BUILDING'"""
+    # BUILDING is customer block 10, keys 1-100: orders blocks 10 and 11
+    assert _blocks(route_query(once, INDEX, SCHEMA), "o") == [10, 11]
+    twice = once + " AND o2.o_orderkey = (SELECT max(o_orderkey) FROM o2)"
+    route = route_query(twice, INDEX, SCHEMA)
+    assert _blocks(route, "o") == [10, 11, 12, 13]  # the max reads every order
+    assert _blocks(route, "c") == [10]
 
 
 def test_in_over_a_group_by_of_the_key_passes_diPs_both_ways():

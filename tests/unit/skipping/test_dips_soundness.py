@@ -1,6 +1,6 @@
 """diPs never lose a row: random tables cut into random blocks with random
 range sets, every query shape of `test_analysis_soundness` and a few more
-(GROUP BY in a derived table, UNION ALL, LEFT and RIGHT JOINs both ways, joins
+(derived tables and CTEs, UNION ALL, LEFT and RIGHT JOINs both ways, joins
 on two columns, semi and anti joins through IN / EXISTS / NOT EXISTS), routed
 with diPs; each reference,
 or a drawn subset of them, then reads only its routed blocks and SQLite's
@@ -61,6 +61,38 @@ MORE_QUERIES = {
                       AND l1.l_quantity > {q})
           AND NOT EXISTS (SELECT * FROM lineitem l2 WHERE l2.l_orderkey = o.o_orderkey
                           AND l2.l_suppkey = o.o_custkey AND l2.l_quantity = {p})""",
+    "CTE read once, filtered outside": """
+        WITH big AS (SELECT o.o_orderkey AS k, o.o_custkey AS who FROM orders o WHERE o.o_totalprice > {p})
+        SELECT l1.l_linenumber, big.who FROM lineitem l1 JOIN big ON big.k = l1.l_orderkey
+        WHERE big.who = {k} AND l1.l_quantity < {q}""",
+    "CTE read twice, the second time summed over all its rows": """
+        WITH per_order AS (SELECT l1.l_orderkey AS k, count(*) AS n FROM lineitem l1 WHERE l1.l_quantity > {q}
+                           GROUP BY l1.l_orderkey)
+        SELECT o.o_orderkey, p.n, (SELECT sum(n) FROM per_order) AS total FROM orders o, per_order p
+        WHERE p.k = o.o_orderkey AND o.o_orderstatus {s}""",
+    "derived table with a LIMIT": """
+        SELECT o.o_orderkey FROM orders o,
+               (SELECT l1.l_orderkey FROM lineitem l1 ORDER BY l1.l_linenumber LIMIT 3) t
+        WHERE t.l_orderkey = o.o_orderkey AND o.o_orderstatus {s}""",
+    "derived table with a LEFT JOIN inside, its NULL-supplying key joined outside": """
+        SELECT l1.l_linenumber FROM lineitem l1,
+               (SELECT o.o_orderkey AS k FROM customer c LEFT JOIN orders o ON o.o_custkey = c.c_custkey
+                WHERE c.c_mktsegment = '{seg}') t
+        WHERE t.k = l1.l_orderkey AND l1.l_quantity > {q}""",
+    "derived table with a LEFT JOIN inside, the rows without a match outside": """
+        SELECT t.ck FROM (SELECT c.c_custkey AS ck, o.o_orderkey AS k FROM customer c
+                          LEFT JOIN orders o ON o.o_custkey = c.c_custkey AND o.o_orderstatus {s}) t
+        WHERE t.k IS NULL OR t.k = {k}""",
+    "derived table grouped by two columns, one of them filtered outside": """
+        SELECT o.o_orderkey, t.n FROM orders o,
+               (SELECT l1.l_orderkey, l1.l_suppkey, count(*) AS n FROM lineitem l1
+                GROUP BY l1.l_orderkey, l1.l_suppkey) t
+        WHERE t.l_orderkey = o.o_orderkey AND t.l_suppkey = {k} AND o.o_orderstatus {s}""",
+    "derived table on the NULL-supplying side, IS NULL outside": """
+        SELECT o.o_orderkey FROM orders o
+        LEFT JOIN (SELECT l1.l_orderkey, l1.l_quantity FROM lineitem l1) t
+            ON t.l_orderkey = o.o_orderkey AND t.l_quantity > {q}
+        WHERE t.l_orderkey IS NULL AND o.o_orderstatus {s}""",
     "derived table with GROUP BY on the join key": """
         SELECT o.o_orderkey, t.n FROM orders o,
                (SELECT l_orderkey, count(*) AS n FROM lineitem l1 WHERE l1.l_quantity > {q}

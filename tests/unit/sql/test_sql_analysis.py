@@ -22,6 +22,7 @@ from layout_core.predicates import (
     Like,
     Opaque,
     conj,
+    conjuncts,
     negate,
     to_sql,
 )
@@ -71,7 +72,7 @@ TPCH_EXPECTED = {
     12: ({"lineitem.l_orderkey=orders.o_orderkey"}, ["lineitem"]),
     13: ({"customer.c_custkey=orders.o_custkey"}, ["orders"]),
     14: ({"lineitem.l_partkey=part.p_partkey"}, ["lineitem"]),
-    15: (set(), ["lineitem"]),
+    15: ({"lineitem.l_suppkey=supplier.s_suppkey"}, ["lineitem"]),  # through the CTE
     16: ({"part.p_partkey=partsupp.ps_partkey"}, ["part", "supplier"]),
     17: ({"lineitem.l_partkey=part.p_partkey"}, ["part"]),
     18: ({"customer.c_custkey=orders.o_custkey", "lineitem.l_orderkey=orders.o_orderkey"}, []),
@@ -339,15 +340,67 @@ def test_exists_under_or_gives_only_correlation_edge():
     assert a.filter(o.key) == TRUE
 
 
-def test_cte_and_derived_tables_are_analyzed_on_their_own():
-    a = analyze("WITH big AS (SELECT o_custkey FROM orders WHERE o_totalprice > 100) "
-                "SELECT * FROM customer c JOIN big ON c.c_custkey = big.o_custkey "
-                "JOIN (SELECT * FROM nation WHERE n_name = 'PERU') n ON c.c_nationkey = n.n_nationkey", SCHEMA)
-    by_table = {r.table: a.filter(r.key) for r in a.refs}
-    assert by_table["orders"] == Compare(Column("o_totalprice", "decimal"), ">", Decimal(100))
-    assert by_table["nation"] == Compare(Column("n_name", "string"), "=", "PERU")
-    assert a.filter(a.refs_of_table("customer")[0].key) == TRUE
-    assert a.edges == ()
+def test_a_cte_or_derived_table_read_once_passes_its_columns_through_both_ways():
+    a = analyze("WITH big AS (SELECT o_custkey AS who FROM orders WHERE o_totalprice > 100) "
+                "SELECT * FROM customer c JOIN big ON c.c_custkey = big.who "
+                "JOIN (SELECT * FROM nation WHERE n_name = 'PERU') n ON c.c_nationkey = n.n_nationkey "
+                "WHERE big.who < 500", SCHEMA)
+    c, n, o = (a.refs_of_table(t)[0] for t in ("customer", "nation", "orders"))
+    # big.who < 500 reaches orders, the CTE's only reader
+    assert set(conjuncts(a.filter(o.key))) == {Compare(Column("o_totalprice", "decimal"), ">", Decimal(100)),
+                                               Compare(Column("o_custkey", "int"), "<", 500)}
+    assert a.filter(n.key) == Compare(Column("n_name", "string"), "=", "PERU")
+    assert a.filter(c.key) == TRUE
+    assert set(a.edges) == {Edge(c.key, "c_custkey", o.key, "o_custkey"), Edge(o.key, "o_custkey", c.key, "c_custkey"),
+                            Edge(c.key, "c_nationkey", n.key, "n_nationkey"),
+                            Edge(n.key, "n_nationkey", c.key, "c_nationkey")}
+
+
+Q15_SHAPE = """WITH revenue AS (SELECT l_suppkey AS supplier_no, sum(l_extendedprice) AS total FROM lineitem
+                                WHERE l_shipdate >= DATE '1996-01-01' GROUP BY l_suppkey)
+               SELECT s_name FROM supplier, revenue WHERE s_suppkey = supplier_no AND s_acctbal > 0
+                 AND supplier_no < 100 AND total = (SELECT max(total) FROM revenue)"""
+
+
+def test_a_cte_read_twice_sends_diPs_out_and_takes_nothing_in():
+    a = analyze(Q15_SHAPE, SCHEMA)
+    l, s = a.refs_of_table("lineitem")[0], a.refs_of_table("supplier")[0]
+    # the max over the second read needs every supplier's revenue: no filter or diP reaches lineitem
+    assert a.filter(l.key) == Compare(Column("l_shipdate", "date"), ">=", dt.date(1996, 1, 1))
+    assert a.edges == (Edge(l.key, "l_suppkey", s.key, "s_suppkey"),)
+
+
+@pytest.mark.parametrize("derived", [
+    "SELECT l_orderkey FROM lineitem LIMIT 10",  # which rows the LIMIT keeps depends on all of them
+    "SELECT l_orderkey, row_number() OVER (ORDER BY l_quantity) AS r FROM lineitem",
+    "SELECT l_orderkey, count(*) AS n FROM lineitem GROUP BY ROLLUP (l_orderkey)",  # its total row
+    "SELECT o.o_orderkey AS l_orderkey FROM customer c LEFT JOIN orders o ON o.o_custkey = c.c_custkey",
+])
+def test_a_derived_table_that_is_not_transparent_for_a_column_only_sends_it(derived):
+    a = analyze(f"SELECT * FROM ({derived}) t JOIN part p ON p.p_partkey = t.l_orderkey "
+                "WHERE p.p_size = 5 AND t.l_orderkey > 10", SCHEMA)
+    (inner,) = [r for r in a.refs if r.table in ("lineitem", "orders")]
+    p = a.refs_of_table("part")[0]
+    assert Edge(inner.key, inner.table[0] + "_orderkey", p.key, "p_partkey") in a.edges
+    assert [e for e in a.edges if e.from_ref == p.key] == []
+    assert inner.key not in a.filters
+
+
+def test_a_group_by_passes_its_keys_through_and_nothing_else():
+    a = analyze("SELECT * FROM orders o JOIN (SELECT l_orderkey, l_suppkey, max(l_partkey) AS top FROM lineitem "
+                "GROUP BY l_orderkey, l_suppkey) t ON t.l_orderkey = o.o_orderkey "
+                "JOIN part p ON p.p_partkey = t.top WHERE t.l_suppkey = 7", SCHEMA)
+    o, l = a.refs_of_table("orders")[0], a.refs_of_table("lineitem")[0]
+    assert a.filters == {l.key: Compare(Column("l_suppkey", "int"), "=", 7)}
+    assert set(a.edges) == {Edge(o.key, "o_orderkey", l.key, "l_orderkey"), Edge(l.key, "l_orderkey", o.key, "o_orderkey")}
+
+
+def test_a_derived_table_on_the_null_supplying_side_takes_only_null_rejecting_filters():
+    a = analyze("SELECT * FROM lineitem l LEFT JOIN (SELECT o_orderkey, o_totalprice FROM orders) t "
+                "ON t.o_orderkey = l.l_orderkey AND t.o_totalprice > 5 WHERE t.o_orderkey IS NULL", SCHEMA)
+    l, o = a.refs
+    assert a.filters == {o.key: Compare(Column("o_totalprice", "decimal"), ">", Decimal(5))}
+    assert a.edges == (Edge(l.key, "l_orderkey", o.key, "o_orderkey"),)
 
 
 def test_subquery_filter_on_outer_table_does_not_filter_it():
