@@ -63,8 +63,10 @@ from layout_core.optimizers.plan import TupleBlocks
 from layout_core.predicates import TRUE, identifier, to_sql
 from layout_core.base.schema import Schema, load_schema
 from layout_core.runs.publish import tree_records
+from layout_core.skipping.rangesets import coarsen_column_stats
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
+from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
 from layout_core.spark.assign import block_lineage
 from layout_core.spark.blocks import summarize_blocks, write_block_folders
 from layout_core.spark.compare import same_rows
@@ -93,6 +95,9 @@ STAGES = ("featurize", "reduce", "optimize", "assign", "write")
 # caches are warm in every round, the first included: the counts above routed
 # every query already.)
 ROUTER_ROUNDS = 5
+# Ranges per block and column measured with --dips (the diPs paper considers 20, §4):
+# the blocks read against the bytes of the block statistics (`range_set_sweep`).
+RANGE_SET_SWEEP = (1, 2, 4, 8, 12, 16, 20, 24, 32)
 
 
 def layout_optimizer(layout: str) -> tuple[str, dict]:
@@ -200,6 +205,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     spark = local_session("layout-bench-tpch", extra=LONG_RUN_JVM)
     indexes: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}
     ranged: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}  # with range sets, for diPs
+    finest: dict[str, dict[str, tuple]] = {name: {} for name in layouts}  # (records, cuts, trees) at the sweep's most
     stage_seconds = {name: {} for name in layouts}
     plans: dict[str, dict[str, dict]] = {name: {} for name in layouts}
     blocks_total = {name: {} for name in layouts}
@@ -221,7 +227,8 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                                          layout_settings(kind, name, block_rows, extra, data.sort_keys),
                                          table_queries)
                 blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX_COLUMN, BLOCK_ID_COLUMN)
-                summaries = summarize_blocks(blocked, table, len(laid.cuts))
+                summaries = summarize_blocks(blocked, table, len(laid.cuts),
+                                             max(RANGE_SET_SWEEP) if dips else DEFAULT_RANGE_SETS)
                 lineage, cells = block_lineage(blocked, laid.plan.routing_trees(), BLOCK_ID_COLUMN)
                 for cut in laid.cuts:
                     if cut.kind == "join_induced" and cut.sql not in key_bytes:
@@ -248,8 +255,9 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                                        leaves=lineage.get(b.block_id, ()), cells=cells.get(b.block_id, ()))
                            for b in summaries]
                 if dips:
-                    ranged[kind][name] = LayoutIndex.from_blocks(name, records, [c.predicate for c in laid.cuts],
-                                                                 trees=nodes)
+                    finest[kind][name] = (records, [c.predicate for c in laid.cuts], nodes)
+                    ranged[kind][name] = LayoutIndex.from_blocks(name, coarse_records(records, DEFAULT_RANGE_SETS),
+                                                                 [c.predicate for c in laid.cuts], trees=nodes)
                 # the plain rows keep min/max zone maps, as B1 always measured them
                 plain = [replace(r, stats=min_max_only(r.stats)) for r in records]
                 indexes[kind][name] = LayoutIndex.from_blocks(name, plain, [c.predicate for c in laid.cuts],
@@ -299,6 +307,8 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
         best_dips = min((r for r in result_layouts if r.endswith(DIPS)),
                         key=lambda r: result_layouts[r]["blocks_read"], default=None)
         semijoin = semijoin_lower_bound(spark, test, block_rows) if dips else None
+        sweep = ({f"{name}{DIPS}": range_set_sweep(test_q, test, finest[name], schema) for name in layouts}
+                 if dips else {})
         if spark_e2e:
             for frame in tables.values():
                 frame.unpersist()
@@ -344,6 +354,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     }
     if dips:
         out.update(semijoin)
+        out["range_sets"] = sweep
         if best_dips:
             out["best_dips"] = best_dips
             out["router_ms_dips"] = _percentiles(
@@ -351,6 +362,27 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
         out["sqlglot_ms"] = _percentiles(sqlglot_latencies(test_q))
     if e2e is not None:
         out["spark"] = e2e
+    return out
+
+
+def coarse_records(records: list[BlockRecord], n_r: int) -> list[BlockRecord]:
+    """The block records with at most n_r ranges per column (`coarsen_column_stats`)."""
+    return [replace(r, stats={c: coarsen_column_stats(s, n_r) for c, s in r.stats.items()}) for r in records]
+
+
+def range_set_sweep(queries, analyses, finest: dict[str, tuple], schema) -> dict:
+    """Per number of ranges in RANGE_SET_SWEEP: the blocks the test queries read with
+    diPs and the bytes of the block statistics (as the catalog stores them, JSON).
+    `finest`: per table, (records, cut predicates, tree nodes) summarized with the most."""
+    out = {}
+    for n_r in RANGE_SET_SWEEP:
+        indexes, stats_bytes = {}, 0
+        for table, (records, predicates, nodes) in finest.items():
+            coarse = coarse_records(records, n_r)
+            stats_bytes += sum(len(json.dumps(r.stats, separators=(",", ":"))) for r in coarse)
+            indexes[table] = (LayoutIndex.from_blocks(table, coarse, predicates, trees=nodes),)
+        counts = read_counts(queries, analyses, RoutingIndex(indexes, {}), schema, dips=True)
+        out[str(n_r)] = {"blocks_read": counts["blocks_read"], "stats_bytes": stats_bytes}
     return out
 
 
@@ -623,6 +655,11 @@ def format_result(r: dict) -> str:
                      f"chart {r['inputcut_chart']}:")
         lines += [f"  {name:{width}s} >= 1.5: {c['share_at_least_1_5']:.1%} of queries, >= 2: "
                   f"{c['share_at_least_2']:.1%}, median {c['median']}" for name, c in cuts.items()]
+    if r.get("range_sets"):
+        lines.append("range sets (ranges per block and column: blocks read with diPs / KiB of block statistics):")
+        lines += [f"  {name:{width}s} " + "  ".join(f"{n}: {v['blocks_read']}/{v['stats_bytes'] / 1024:.0f}"
+                                                   for n, v in sweep.items())
+                  for name, sweep in r["range_sets"].items()]
     if "router_ms_dips" in r:
         lines.append(f"router with diPs ({r['best_dips']}): p50 {r['router_ms_dips']['p50']} ms, "
                      f"p99 {r['router_ms_dips']['p99']} ms; sqlglot parse+generate p50 {r['sqlglot_ms']['p50']} ms")

@@ -132,9 +132,7 @@ def merge_column_stats(old: dict | None, new: dict | None, n_r: int) -> dict:
             merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
         else:
             merged.append((lo, hi))
-    while len(merged) > max(n_r, 1):
-        i = min(range(len(merged) - 1), key=lambda k: (width(merged[k][1], merged[k + 1][0]), k))
-        merged[i:i + 2] = [(merged[i][0], merged[i + 1][1])]
+    merged = _close_narrowest_gaps(merged, n_r)
     out = {"min": None, "max": None,
            "null_count": int(old.get("null_count", 0)) + int(new.get("null_count", 0))}
     if merged:
@@ -142,6 +140,26 @@ def merge_column_stats(old: dict | None, new: dict | None, n_r: int) -> dict:
     if len(merged) > 1:
         out["ranges"] = ranges_to_json(merged)
     return out
+
+
+def coarsen_column_stats(stats: dict, n_r: int) -> dict:
+    """The statistics with at most n_r ranges, the narrowest gaps closed: the range set
+    Spark would have chosen with n_r (its n_r - 1 widest gaps are among the finer set's)."""
+    if "ranges" not in stats or stats.get("tainted"):
+        return dict(stats)
+    ranges = _close_narrowest_gaps(list(ranges_from_json(stats["ranges"])), n_r)
+    out = {k: v for k, v in stats.items() if k != "ranges"}
+    if len(ranges) > 1:
+        out["ranges"] = ranges_to_json(ranges)
+    return out
+
+
+def _close_narrowest_gaps(ranges: list[tuple], n_r: int) -> list[tuple]:
+    """Sorted disjoint ranges, neighbours across the narrowest gap merged until at most n_r remain."""
+    while len(ranges) > max(n_r, 1):
+        i = min(range(len(ranges) - 1), key=lambda k: (width(ranges[k][1], ranges[k + 1][0]), k))
+        ranges[i:i + 2] = [(ranges[i][0], ranges[i + 1][1])]
+    return ranges
 
 
 def _stored_ranges(stats: dict) -> tuple[tuple, ...]:

@@ -51,3 +51,16 @@ def test_every_layout_routed_with_dips_reports_its_inputcut(b1):
         assert set(cut["per_template"]) == {str(t) for t in range(1, 23)}
         assert "inputcut" not in result["layouts"][name]
     assert (work / "inputcut_cdf.png").stat().st_size > 0
+
+
+def test_the_range_set_sweep_trades_blocks_read_for_statistics_bytes(b1):
+    result = b1[0]
+    assert set(result["range_sets"]) == {name for name in result["layouts"] if name.endswith("+dips")}
+    for name, sweep in result["range_sets"].items():
+        counts = [int(n) for n in sweep]
+        assert counts == sorted(counts) and counts[0] == 1 and 20 in counts
+        blocks = [sweep[str(n)]["blocks_read"] for n in counts]
+        stats_bytes = [sweep[str(n)]["stats_bytes"] for n in counts]
+        # more ranges cover a subset of what fewer cover: never more blocks, never fewer bytes
+        assert blocks == sorted(blocks, reverse=True) and stats_bytes == sorted(stats_bytes)
+        assert sweep["16"]["blocks_read"] == result["layouts"][name]["blocks_read"]  # the default

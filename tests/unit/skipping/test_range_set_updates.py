@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from layout_core.base.schema import load_schema
 from layout_core.predicates import value_from_json, value_to_json
-from layout_core.skipping.rangesets import grow_column_stats, grow_ranges, taint_column_stats
+from layout_core.skipping.rangesets import coarsen_column_stats, grow_column_stats, grow_ranges, taint_column_stats
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 
 SCHEMA = load_schema("tpch")
@@ -24,6 +24,21 @@ def test_table_4_of_the_paper():
     # add 13, delete 20, change 5 to 15: deletes are ignored, 13 and 15 are covered
     assert grow_ranges(after_6, [13, 15], 3) == after_6
     assert grow_ranges(after_6, [52], 3) == ((3, 6), (10, 27), (52, 52))
+
+
+def test_a_range_set_coarsens_by_closing_its_narrowest_gaps():
+    def stored(*ranges):
+        return {"min": value_to_json(1), "max": value_to_json(60), "null_count": 2,
+                **({"ranges": [[value_to_json(a), value_to_json(b)] for a, b in ranges]} if ranges else {})}
+
+    stats = stored((1, 2), (4, 10), (30, 31), (33, 40), (60, 60))
+    # gaps: 2 (2-4), 20 (10-30), 2 (31-33), 20 (40-60): the two 2-wide ones close first, leftmost first
+    assert coarsen_column_stats(stats, 4) == stored((1, 10), (30, 31), (33, 40), (60, 60))
+    assert coarsen_column_stats(stats, 3) == stored((1, 10), (30, 40), (60, 60))
+    assert coarsen_column_stats(stats, 1) == stored()  # min/max only
+    assert coarsen_column_stats(stats, 8) == stats
+    tainted = {**stats, "tainted": True}
+    assert coarsen_column_stats(tainted, 1) == tainted  # unknown stays unknown
 
 
 def test_with_room_a_new_value_is_a_range_of_its_own():
