@@ -35,6 +35,7 @@ exchange nothing.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 from dataclasses import dataclass
 from decimal import Decimal
@@ -45,7 +46,12 @@ import numpy as np
 from layout_core.skipping.zonemaps import ColumnArrays
 from layout_core.sql.analysis import Edge, JointEdge
 
+log = logging.getLogger("layout.dips")
+
 EMPTY = "empty"  # the family of a column without any value: it meets, and makes, nothing
+# The exchange's work per query: it stops after building this many diPs (each step
+# only removes blocks, so stopping early is sound; it reads more) and says so.
+MAX_DIPS = 10_000
 
 
 @dataclass(frozen=True)
@@ -264,7 +270,7 @@ class DipExchange:
 
 
 def exchange_dips(edges: Sequence[Edge | JointEdge], layouts: Mapping[str, Sequence],
-                  keep: Mapping[str, Sequence[np.ndarray]], ranges_of, max_dips: int = 10_000) -> DipExchange:
+                  keep: Mapping[str, Sequence[np.ndarray]], ranges_of, max_dips: int | None = None) -> DipExchange:
     """Run the diP exchange over `edges` between references that have layouts: an
     `Edge` carries a `DataPred`, a `JointEdge` `DataBoxes` over its columns.
 
@@ -272,6 +278,7 @@ def exchange_dips(edges: Sequence[Edge | JointEdge], layouts: Mapping[str, Seque
     their kept-block masks; `ranges_of(layout, column)` gives a layout's
     `KeyRanges` for a column (None without statistics). Returns new masks.
     """
+    max_dips = MAX_DIPS if max_dips is None else max_dips
     keep = {ref: [m.copy() for m in masks] for ref, masks in keep.items()}
     usable = [e for e in edges if e.from_ref in layouts and e.to_ref in layouts and e.from_ref != e.to_ref]
     queue = _schedule(usable)
@@ -318,7 +325,11 @@ def exchange_dips(edges: Sequence[Edge | JointEdge], layouts: Mapping[str, Seque
                 if nxt not in queued:
                     queue.append(nxt)
                     queued.add(nxt)
-    return DipExchange(keep, built, tuple(effects), tuple(dict.fromkeys(notes.values())))
+    stopped = (f"the diP exchange stopped at its cap of {max_dips} diPs with {len(queue)} edges still to send: "
+               "it reads more blocks than it would have",) if queue else ()
+    if stopped:
+        log.warning(stopped[0])
+    return DipExchange(keep, built, tuple(effects), (*dict.fromkeys(notes.values()), *stopped))
 
 
 def _schedule(edges: Sequence[Edge]) -> list[Edge]:

@@ -9,6 +9,7 @@ import numpy as np
 
 from layout_core.base.schema import load_schema
 from layout_core.predicates import ColumnStats, value_to_json
+from layout_core.skipping import dips
 from layout_core.skipping.dips import DataBoxes, DataPred, key_ranges
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_query
 from layout_core.skipping.zonemaps import ZoneMaps
@@ -56,6 +57,18 @@ INDEX = RoutingIndex({"customer": (CUSTOMER,), "orders": (ORDERS,), "lineitem": 
 def _blocks(route, alias):
     (ref,) = [r for r in route.refs if r.alias == alias]
     return sorted(ref.blocks)
+
+
+def test_an_exchange_stopped_at_its_cap_reads_more_and_says_so(monkeypatch):
+    sql = """SELECT count(*) FROM customer c, orders o, lineitem l
+             WHERE c.c_custkey = o.o_custkey AND o.o_orderkey = l.l_orderkey AND c.c_mktsegment = 'BUILDING'"""
+    monkeypatch.setattr(dips, "MAX_DIPS", 1)
+    route = route_query(sql, INDEX, SCHEMA)
+    assert route.dips_built == 1
+    assert any("stopped at its cap of 1 diPs" in note for note in route.dip_notes)
+    # the one diP built, lineitem's (leaves up), is unknown (its block 14 has no statistics):
+    # every block its own filter keeps is read, where the whole exchange reads o 10-11, l 10-11-13-14
+    assert _blocks(route, "o") == [10, 11, 12, 13] and _blocks(route, "l") == [10, 11, 12, 13, 14]
 
 
 def test_a_dimension_filter_reaches_the_fact_table_through_two_joins():
