@@ -524,7 +524,8 @@ def route_analysis(
         refs.append(RefRoute(ref.key, ref.ref_id, ref.table, ref.alias, partitions, False))
     return Route(analysis.sql, tuple(refs), tuple(warnings), True, analysis,
                  exchange.built if exchange else 0, exchange.effects if exchange else (),
-                 exchange.notes if exchange else ())
+                 (*(f"{sql}: a join on expressions carries no diP" for sql in analysis.expression_joins),
+                  *(exchange.notes if exchange else ())))
 
 
 def route_layout(query_predicate: Predicate, table_filter: Predicate, layout: LayoutIndex) -> PartitionRoute:

@@ -170,6 +170,9 @@ class QueryAnalysis:
     joins: tuple[tuple[tuple[str, str], tuple[str, str]], ...] = ()
     notes: tuple[str, ...] = field(default=())  # what was ignored and why
     joint_edges: tuple[JointEdge, ...] = ()  # where two or more equalities link two references at once
+    # equalities between two references on expressions (`c.c_custkey + 1 = o.o_custkey`), as SQL:
+    # they make no edge, so no diP or join-induced cut goes through them
+    expression_joins: tuple[str, ...] = ()
 
     def ref(self, key: str) -> TableRef:
         for r in self.refs:
@@ -406,6 +409,7 @@ class _Analyzer:
         self.filters: dict[str, list[Predicate]] = defaultdict(list)
         self.edges: set[Edge] = set()
         self.joint_edges: set[JointEdge] = set()
+        self.expression_joins: list[str] = []
         self.joins: set = set()
         self.notes: list[str] = []
         self.local_refs: dict[int, dict[str, str]] = {}  # id(scope) -> alias -> ref key
@@ -431,6 +435,7 @@ class _Analyzer:
             tuple(sorted(self.edges, key=lambda e: (e.from_ref, e.to_ref, e.from_column, e.to_column))),
             tuple(sorted(self.joins)), tuple(self.notes),
             tuple(sorted(self.joint_edges, key=lambda e: (e.from_ref, e.to_ref, e.from_columns, e.to_columns))),
+            tuple(dict.fromkeys(self.expression_joins)),
         )
 
     # -- references and column resolution
@@ -533,6 +538,7 @@ class _Analyzer:
             right = alias_key(join.this)
             side, kind = (join.side or "").upper(), (join.kind or "").upper()
             on_parts = self._conjuncts(join.args.get("on"), resolve)
+            self._note_expression_joins(join.args.get("on"), resolve)
             if join.args.get("using"):
                 self.notes.append("JOIN ... USING is not analyzed (no filters or edges from it)")
                 on_parts = []
@@ -569,11 +575,28 @@ class _Analyzer:
                 self._correlations(child, scope)  # records the edges outer -> inner
         for part in _and_parts(where.this if where is not None else None):
             self._subquery_link(scope, _unparen(part), resolve)
+        self._note_expression_joins(where.this if where is not None else None, resolve)
         for p in self._conjuncts(where, resolve):
             self._add_filters(p, local, nullable)
             equalities += self._equality(p, local, local)
         self._close_equalities(equalities)
         self.nullable[id(scope)] = nullable
+
+    def _note_expression_joins(self, condition: exp.Expression | None, resolve) -> None:
+        """Top-level `x = y` conjuncts whose sides are expressions over two different references."""
+        for part in map(_unparen, _and_parts(condition)):
+            if not isinstance(part, exp.EQ):
+                continue
+            sides = [_unparen(part.this), _unparen(part.expression)]
+            if all(isinstance(side, exp.Column) for side in sides):
+                continue
+            refs = [{found[0].removeprefix(OUTWARD) for c in side.find_all(exp.Column) if (found := resolve(c))}
+                    for side in sides]
+            if refs[0] and refs[1] and refs[0] != refs[1]:
+                shown = part.copy()
+                for identifier in shown.find_all(exp.Identifier):
+                    identifier.set("quoted", False)
+                self.expression_joins.append(shown.sql(dialect="spark"))
 
     @staticmethod
     def _conjuncts(condition: exp.Expression | None, resolve) -> list[Predicate]:

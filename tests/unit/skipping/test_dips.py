@@ -155,6 +155,7 @@ def test_a_join_on_an_expression_carries_no_diP():
              WHERE c.c_mktsegment = 'BUILDING'"""
     route = route_query(sql, INDEX, SCHEMA)
     assert _blocks(route, "o") == [10, 11, 12, 13] and route.dips == ()
+    assert route.dip_notes == ("c.c_custkey + 1 = o.o_custkey: a join on expressions carries no diP",)
 
 
 def test_a_cycle_of_joins_settles_and_keeps_what_every_edge_admits():
