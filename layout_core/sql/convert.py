@@ -20,7 +20,7 @@ from layout_core.predicates import (
     Predicate, conj, disj, map_atoms, negate,
 )
 from layout_core.predicates.model import NONDETERMINISTIC_FUNCTIONS, flip
-from layout_core.sql.literals import NOT_CONSTANT, coerce, fold
+from layout_core.sql.literals import NOT_CONSTANT, TIME_ZONE_SLACK, SessionTime, coerce, fold
 
 # Resolves a qualified sqlglot column to (ref key, Column) or None when it is
 # not a column of a base table reference (a derived table's output, say).
@@ -41,19 +41,23 @@ def split_qualified(name: str) -> tuple[str, str]:
     return ref, column
 
 
-def to_predicate(node: exp.Expression, resolve: Resolver) -> Predicate:
-    """The predicate for a boolean SQL expression (NOT pushed to the atoms)."""
+def to_predicate(node: exp.Expression, resolve: Resolver, positive: bool = True) -> Predicate:
+    """The predicate for a boolean SQL expression (NOT pushed to the atoms).
+
+    It admits every row the expression does. That is exact except for timestamp
+    constants (`SessionTime`), whose comparisons are widened: which way depends on
+    whether the atom ends up under an odd number of NOTs (`positive` False)."""
     if isinstance(node, exp.Paren):
-        return to_predicate(node.this, resolve)
+        return to_predicate(node.this, resolve, positive)
     if isinstance(node, (exp.And, exp.Or)):
         # a chain of one connective (a OR b OR c ...) in one call, not one level of recursion per link
         combine = conj if isinstance(node, exp.And) else disj
-        return combine(*(to_predicate(part, resolve) for part in _chain(node, type(node))))
+        return combine(*(to_predicate(part, resolve, positive) for part in _chain(node, type(node))))
     if isinstance(node, exp.Not):
-        return negate(to_predicate(node.this, resolve))
+        return negate(to_predicate(node.this, resolve, not positive))
     if isinstance(node, exp.Boolean):
         return TRUE if node.this else FALSE
-    atom = _atom(node, resolve)
+    atom = _atom(node, resolve, positive)
     return atom if atom is not None else _opaque(node, resolve)
 
 
@@ -86,10 +90,10 @@ def _constant(node: exp.Expression, column: Column):
     return coerce(fold(node), column.kind)
 
 
-def _atom(node: exp.Expression, resolve: Resolver) -> Predicate | None:
+def _atom(node: exp.Expression, resolve: Resolver, positive: bool) -> Predicate | None:
     op = _COMPARISONS.get(type(node))
     if op is not None:
-        return _comparison(node.this, op, node.expression, resolve)
+        return _comparison(node.this, op, node.expression, resolve, positive)
     if isinstance(node, exp.Between):
         col = _column(node.this, resolve)
         if col is None:
@@ -97,9 +101,12 @@ def _atom(node: exp.Expression, resolve: Resolver) -> Predicate | None:
         low, high = _constant(node.args["low"], col), _constant(node.args["high"], col)
         if low is NOT_CONSTANT or high is NOT_CONSTANT:
             return None
+        if isinstance(low, SessionTime):  # (then high is one too: both were coerced to the column's kind)
+            slack = TIME_ZONE_SLACK if positive else -TIME_ZONE_SLACK
+            return Between(col, low.wall - slack, high.wall + slack)
         return Between(col, low, high)
     if isinstance(node, exp.In):
-        return _in(node, resolve)
+        return _in(node, resolve, positive)
     if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like):
         escape = fold(node.expression)
         if not (isinstance(escape, str) and len(escape) == 1):
@@ -117,7 +124,7 @@ def _atom(node: exp.Expression, resolve: Resolver) -> Predicate | None:
     return None
 
 
-def _comparison(left, op: str, right, resolve: Resolver) -> Predicate | None:
+def _comparison(left, op: str, right, resolve: Resolver, positive: bool) -> Predicate | None:
     lcol, rcol = _column(left, resolve), _column(right, resolve)
     if lcol is not None and rcol is not None:
         return ColumnCompare(lcol, op, rcol)
@@ -129,10 +136,26 @@ def _comparison(left, op: str, right, resolve: Resolver) -> Predicate | None:
     if value is None:
         return None  # `x = NULL` is never TRUE, nor is its negation: leave it opaque
     value = coerce(value, lcol.kind)
+    if isinstance(value, SessionTime):
+        return _session_time_compare(lcol, op, value.wall, positive)
     return None if value is NOT_CONSTANT else Compare(lcol, op, value)
 
 
-def _in(node: exp.In, resolve: Resolver) -> Predicate | None:
+def _session_time_compare(col: Column, op: str, wall, positive: bool) -> Predicate:
+    """`col op wall`, wall read in an unknown time zone: widened by TIME_ZONE_SLACK so that
+    it admits every row the comparison may (`positive`), or so that its negation does."""
+    lo, hi = wall - TIME_ZONE_SLACK, wall + TIME_ZONE_SLACK
+    if op in (">", ">="):
+        return Compare(col, op, lo if positive else hi)
+    if op in ("<", "<="):
+        return Compare(col, op, hi if positive else lo)
+    within = Between(col, lo, hi)
+    if op == "=":
+        return within if positive else FALSE  # (NOT of FALSE: every row)
+    return TRUE if positive else negate(within)  # <>
+
+
+def _in(node: exp.In, resolve: Resolver, positive: bool) -> Predicate | None:
     if node.args.get("query") is not None or node.args.get("unnest") is not None:
         return None
     col = _column(node.this, resolve)
@@ -149,6 +172,10 @@ def _in(node: exp.In, resolve: Resolver) -> Predicate | None:
         if value is NOT_CONSTANT:
             return None
         values.append(value)
+    if any(isinstance(v, SessionTime) for v in values):
+        if not positive:
+            return FALSE  # (NOT of FALSE: every row)
+        return disj(*(_session_time_compare(col, "=", v.wall, True) for v in values))
     return InList(col, frozenset(values), False, has_null)
 
 

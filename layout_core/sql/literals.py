@@ -5,7 +5,9 @@
 `coerce(value, kind)` converts a constant to a column's type as Spark's
 comparison would (a string compared with a date column is read as a date), or
 returns `NOT_CONSTANT` when the comparison would not be on that column's
-values (then the predicate stays opaque and is never used to skip).
+values (then the predicate stays opaque and is never used to skip). A
+constant compared with a timestamp column becomes a `SessionTime`: Spark
+reads it in the session's time zone, which the router does not know.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import calendar
 import datetime as dt
 import re
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from sqlglot import exp
@@ -24,6 +27,22 @@ class _NotConstant:
 
 
 NOT_CONSTANT = _NotConstant()
+
+# How far a wall-clock time read in an unknown time zone may be from the same wall
+# time read in another (UTC-12:00 to UTC+14:00).
+TIME_ZONE_SLACK = dt.timedelta(hours=26)
+
+
+@dataclass(frozen=True)
+class SessionTime:
+    """A constant compared with a timestamp column: a wall-clock time that Spark reads
+    in the session's time zone (`TIMESTAMP '2024-01-01 08:00'`, a string, a date). Block
+    statistics are wall times of the time zone they were collected in, and cut flags of
+    the session that laid the blocks out, so the constant stands for every wall time
+    within TIME_ZONE_SLACK of `wall` (`sql.convert` widens the comparison by it)."""
+
+    wall: dt.datetime
+
 
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _INT = re.compile(r"^[+-]?\d+$")
@@ -83,7 +102,7 @@ def _cast(value, to: exp.DataType):
             except ValueError:
                 return NOT_CONSTANT
         return value if type(value) is dt.date else NOT_CONSTANT
-    if target in (T.TIMESTAMP, T.TIMESTAMPNTZ):
+    if target in (T.TIMESTAMP, T.TIMESTAMPNTZ, T.TIMESTAMPTZ, T.TIMESTAMPLTZ):
         if isinstance(value, str):
             try:
                 return dt.datetime.fromisoformat(value.strip())
@@ -187,11 +206,15 @@ def coerce(value, kind: str):
             return value
         return _parse_text(value, dt.date.fromisoformat, _ISO_DATE)
     if kind == "timestamp":
-        if isinstance(value, dt.datetime):
-            return value
         if type(value) is dt.date:
-            return dt.datetime(value.year, value.month, value.day)
-        return _parse_text(value, dt.datetime.fromisoformat)
+            value = dt.datetime(value.year, value.month, value.day)
+        elif not isinstance(value, dt.datetime):
+            value = _parse_text(value, dt.datetime.fromisoformat)
+        if isinstance(value, _NotConstant):
+            return value
+        if value.tzinfo is not None:  # an instant: its UTC wall time is within the slack too
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return SessionTime(value)
     if kind == "bool":
         return value if isinstance(value, bool) else NOT_CONSTANT
     return NOT_CONSTANT
