@@ -9,6 +9,8 @@ import datetime as dt
 from collections import namedtuple
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from layout_core.base.schema import load_schema
 from layout_core.predicates import TRUE, Between, Column, Compare, disj, negate, value_to_json
@@ -69,3 +71,33 @@ def test_a_range_of_one_day_reads_the_blocks_within_a_day_of_it():
     route = route_query("SELECT count(*) FROM trips WHERE NOT (tr_pickup < TIMESTAMP '2024-03-09 00:00:00')",
                         index, SCHEMA)
     assert sorted(route.refs[0].blocks) == [7, 8, 9, 10]  # from March 7th 22:00
+
+
+OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+       "=": lambda a, b: a == b, "<>": lambda a, b: a != b}
+hours = st.integers(30, 90)  # around the constant: where a slack too small would show
+offsets = st.sampled_from([-12, -11, -6, 0, 1, 6, 13, 14])  # hours east of UTC, the extremes often
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.tuples(hours, st.integers(0, 9)), min_size=1, max_size=20),
+       literal=st.integers(58, 62), op=st.sampled_from(sorted(OPS)), negated=st.booleans(),
+       stats_offset=offsets, session_offset=offsets)
+def test_no_block_with_a_matching_row_is_skipped_in_any_pair_of_time_zones(
+        rows, literal, op, negated, stats_offset, session_offset):
+    """Rows hold instants; the statistics show them as wall times of one zone, the query's
+    constant is a wall time of another: the router must keep every block with a match."""
+    start = dt.datetime(2024, 3, 1)
+    walls: dict[int, list[dt.datetime]] = {}
+    for hour, block in rows:  # the instant, as a wall time of the statistics' zone
+        walls.setdefault(block, []).append(start + dt.timedelta(hours=hour + stats_offset))
+    blocks = [Block(b, len(v), {"tr_pickup": {"min": value_to_json(min(v)), "max": value_to_json(max(v)),
+                                              "null_count": 0}}, 0, 0) for b, v in sorted(walls.items())]
+    index = RoutingIndex({"trips": (LayoutIndex.from_blocks("trips", blocks, [], version_id=1),)}, {})
+    wall = start + dt.timedelta(hours=literal)
+    condition = f"tr_pickup {op} TIMESTAMP '{wall:%Y-%m-%d %H:%M:%S}'"
+    route = route_query(f"SELECT count(*) FROM trips WHERE {'NOT ' if negated else ''}({condition})", index, SCHEMA)
+    constant = start + dt.timedelta(hours=literal - session_offset)  # the instant the session reads
+    for hour, block in rows:
+        if OPS[op](start + dt.timedelta(hours=hour), constant) != negated:
+            assert block in route.refs[0].blocks, (hour, block, route.refs[0].blocks)
