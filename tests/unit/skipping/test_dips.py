@@ -6,6 +6,7 @@ import datetime as dt
 from collections import namedtuple
 
 import numpy as np
+import pytest
 
 from layout_core.base.schema import load_schema
 from layout_core.predicates import ColumnStats, value_to_json
@@ -97,27 +98,18 @@ def test_the_range_set_hole_lets_a_block_be_skipped_that_min_max_would_read():
     assert _blocks(route, "l") == [12, 14]
 
 
-def test_diPs_go_from_the_preserved_side_of_a_left_join_only():
-    filtered_preserved = """SELECT o.o_orderkey, l.l_quantity FROM orders o
-                            LEFT JOIN lineitem l ON o.o_orderkey = l.l_orderkey WHERE o.o_custkey <= 50"""
+@pytest.mark.parametrize("preserved_orders, preserved_lineitem", [
+    ("orders o LEFT JOIN lineitem l", "lineitem l LEFT JOIN orders o"),
+    ("lineitem l RIGHT JOIN orders o", "orders o RIGHT JOIN lineitem l"),  # the mirror image
+])
+def test_diPs_go_from_the_preserved_side_of_an_outer_join_only(preserved_orders, preserved_lineitem):
+    filtered_preserved = f"""SELECT o.o_orderkey, l.l_quantity FROM {preserved_orders}
+                             ON o.o_orderkey = l.l_orderkey WHERE o.o_custkey <= 50"""
     route = route_query(filtered_preserved, INDEX, SCHEMA)
     assert _blocks(route, "o") == [10]
     assert _blocks(route, "l") == [10, 11, 13, 14]  # keys 1-1000 reach the NULL-supplying side
-    filtered_nullable = """SELECT l.l_linenumber, o.o_orderstatus FROM lineitem l
-                           LEFT JOIN orders o ON o.o_orderkey = l.l_orderkey AND o.o_custkey <= 50"""
-    route = route_query(filtered_nullable, INDEX, SCHEMA)
-    assert _blocks(route, "l") == [10, 11, 12, 13, 14]  # every lineitem row is in the answer
-    assert _blocks(route, "o") == [10]
-
-
-def test_diPs_go_from_the_preserved_side_of_a_right_join_only():
-    filtered_preserved = """SELECT o.o_orderkey, l.l_quantity FROM lineitem l
-                            RIGHT JOIN orders o ON o.o_orderkey = l.l_orderkey WHERE o.o_custkey <= 50"""
-    route = route_query(filtered_preserved, INDEX, SCHEMA)
-    assert _blocks(route, "o") == [10]
-    assert _blocks(route, "l") == [10, 11, 13, 14]  # keys 1-1000 reach the NULL-supplying side
-    filtered_nullable = """SELECT l.l_linenumber, o.o_orderstatus FROM orders o
-                           RIGHT JOIN lineitem l ON o.o_orderkey = l.l_orderkey AND o.o_custkey <= 50"""
+    filtered_nullable = f"""SELECT l.l_linenumber, o.o_orderstatus FROM {preserved_lineitem}
+                            ON o.o_orderkey = l.l_orderkey AND o.o_custkey <= 50"""
     route = route_query(filtered_nullable, INDEX, SCHEMA)
     assert _blocks(route, "l") == [10, 11, 12, 13, 14]  # every lineitem row is in the answer
     assert _blocks(route, "o") == [10]
