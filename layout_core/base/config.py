@@ -35,7 +35,7 @@ class Settings:
     catalog_url: str
     warehouse: str
     schema: str
-    range_sets: int = 16  # (skipping.zonemaps.DEFAULT_RANGE_SETS; config imports nothing of ours)
+    range_sets: int = 20  # (skipping.zonemaps.DEFAULT_RANGE_SETS; config imports nothing of ours)
     history_retention_days: int = 30
     allowed_roots: tuple[str, ...] = ()  # empty: input paths are not confined
 
@@ -76,7 +76,7 @@ def load_settings(**overrides: str | None) -> Settings:
         warehouse=pick("warehouse", str((DEFAULT_HOME / "warehouse").resolve())),
         schema=pick("schema", "tpch"),
         # n_r of the range-set statistics (1: min/max only); days of query history kept
-        range_sets=_bounded_int("range_sets", pick("range_sets", "16"), 1, 256),
+        range_sets=_bounded_int("range_sets", pick("range_sets", "20"), 1, 256),
         history_retention_days=_bounded_int("history_retention_days", pick("history_retention_days", "30"), 1, 3650),
         allowed_roots=parse_roots(pick("allowed_roots", ())),
     )

@@ -58,6 +58,7 @@ from layout_core.runs.sources import active_sources, source_frames
 from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks
 from layout_core.skipping.rangesets import merge_column_stats
 from layout_core.skipping.router import cut_is_current
+from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
 from layout_core.spark.assign import leaf_column
 from layout_core.spark.blocks import cut_flag_columns, summarize_blocks, with_bit_vector, write_block_folders
 
@@ -623,7 +624,7 @@ CHANGES = Flow("changes", (
 
 
 def apply_changes_in_process(spark, catalog: Catalog, schema: Schema, paths: RunPaths, inserted: str | None,
-                             deleted: str | None, range_sets: int = 16) -> dict:
+                             deleted: str | None, range_sets: int = DEFAULT_RANGE_SETS) -> dict:
     """The four steps in order in one Spark session (`layout changes apply`, tests, the
     benchmark); the layout_changes DAG runs the same steps as separate jobs."""
     inputs = {"inserted": inserted, "deleted": deleted}

@@ -56,6 +56,7 @@ from layout_core.runs.paths import RunPaths, StepError, read_metrics, record_met
 from layout_core.runs.publish import block_record, cut_records, keys_file, node_records, publish
 from layout_core.runs.sources import frames_of_versions
 from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks, written_frame
+from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
 from layout_core.spark.assign import group_ranges, leaf_column, tie_order
 from layout_core.spark.blocks import summarize_blocks, with_bit_vector, write_block_folders
 from layout_core.spark.featurize import path_tables, with_vectors
@@ -428,7 +429,7 @@ REORG = Flow("reorg", (
 
 
 def reorganize_in_process(spark, catalog: Catalog, schema: Schema, warehouse: Path, table: str, run_id: str,
-                          settings: ShiftSettings, range_sets: int = 16) -> dict:
+                          settings: ShiftSettings, range_sets: int = DEFAULT_RANGE_SETS) -> dict:
     """The four steps in order in one Spark session (tests, the shift benchmark, `layout reorganize`);
     the layout_reoptimize DAG runs the same steps as separate jobs. Returns the plan and per
     partition its metrics."""

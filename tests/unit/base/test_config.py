@@ -14,7 +14,7 @@ def clean_env(monkeypatch, tmp_path):
 
 
 def test_defaults_then_file_then_environment_then_flags(monkeypatch, tmp_path):
-    assert (load_settings().range_sets, load_settings().history_retention_days) == (16, 30)
+    assert (load_settings().range_sets, load_settings().history_retention_days) == (20, 30)
     (tmp_path / "layout.yaml").write_text("history_retention_days: 7\nrange_sets: 4\nschema: star.yaml\n")
     assert (load_settings().range_sets, load_settings().history_retention_days) == (4, 7)
     monkeypatch.setenv("LAYOUT_HISTORY_RETENTION_DAYS", "90")
