@@ -414,6 +414,7 @@ class _Analyzer:
         self.notes: list[str] = []
         self.local_refs: dict[int, dict[str, str]] = {}  # id(scope) -> alias -> ref key
         self.nullable: dict[int, set[str]] = {}  # id(scope) -> its NULL-supplying refs, once analyzed
+        self.derived_aliases: dict[int, set[str]] = {}  # id(scope) -> `_derived_read`
         # how often each name is read as a table: a CTE read more than once passes nothing in
         # (every scope lists the CTEs it could read among its sources, read or not; a name
         # that an inner CTE shadows counts for both, which only passes less)
@@ -474,9 +475,21 @@ class _Analyzer:
         local = self.local_refs.get(id(scope), {})
         if column.table in local:
             return self._base_column(local[column.table], column)
-        if column.table in scope.sources:
+        if column.table in self._derived_read(scope):
             return self._through(scope.sources[column.table], column.name)
         return None
+
+    def _derived_read(self, scope: Scope) -> set[str]:
+        """The aliases of the derived tables and CTEs this SELECT reads in its FROM and JOINs
+        (its sources also list every CTE it could read: a column of one it does not read is
+        the enclosing query's, a correlated reference)."""
+        if id(scope) not in self.derived_aliases:
+            select = scope.expression
+            items = [select.args["from_"].this] if select.args.get("from_") is not None else []
+            items += [join.this for join in select.args.get("joins") or []]
+            aliases = {_from_item(item).alias_or_name for item in items}
+            self.derived_aliases[id(scope)] = {a for a in aliases if isinstance(scope.sources.get(a), Scope)}
+        return self.derived_aliases[id(scope)]
 
     def _base_column(self, key: str, column: exp.Column):
         table = self.schema.table(self.refs[key].table)
@@ -508,7 +521,7 @@ class _Analyzer:
     def _derived_keys(self, scope: Scope, alias: str) -> set[str]:
         """The keys a derived table or CTE read as `alias` in `scope` passes columns of."""
         source = scope.sources.get(alias)
-        if not isinstance(source, Scope) or not isinstance(source.expression, exp.Select):
+        if alias not in self._derived_read(scope) or not isinstance(source.expression, exp.Select):
             return set()
         found = (self._through(source, e.alias_or_name) for e in source.expression.expressions)
         return {f[0] for f in found if f is not None}
@@ -528,9 +541,8 @@ class _Analyzer:
             return {key} if key else self._derived_keys(scope, alias)
 
         local = set(self.local_refs[id(scope)].values())
-        for alias, source in scope.sources.items():
-            if isinstance(source, Scope):
-                local |= self._derived_keys(scope, alias)
+        for alias in self._derived_read(scope):
+            local |= self._derived_keys(scope, alias)
 
         from_ = select.args.get("from_")
         seen: set[str] = alias_key(from_.this) if from_ is not None else set()

@@ -93,6 +93,10 @@ MORE_QUERIES = {
         LEFT JOIN (SELECT l1.l_orderkey, l1.l_quantity FROM lineitem l1) t
             ON t.l_orderkey = o.o_orderkey AND t.l_quantity > {q}
         WHERE t.l_orderkey IS NULL AND o.o_orderstatus {s}""",
+    "NOT EXISTS over a CTE's column, filtered inside the subquery": """
+        WITH big AS (SELECT o.o_orderkey AS k, o.o_custkey AS who FROM orders o)
+        SELECT big.k FROM big
+        WHERE NOT EXISTS (SELECT 1 FROM lineitem l1 WHERE l1.l_orderkey = big.k AND big.who = {k})""",
     "derived table with GROUP BY on the join key": """
         SELECT o.o_orderkey, t.n FROM orders o,
                (SELECT l_orderkey, count(*) AS n FROM lineitem l1 WHERE l1.l_quantity > {q}
