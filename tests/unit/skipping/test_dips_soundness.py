@@ -97,6 +97,15 @@ MORE_QUERIES = {
         WITH big AS (SELECT o.o_orderkey AS k, o.o_custkey AS who FROM orders o)
         SELECT big.k FROM big
         WHERE NOT EXISTS (SELECT 1 FROM lineitem l1 WHERE l1.l_orderkey = big.k AND big.who = {k})""",
+    "a CTE over a CTE, the inner one read twice": """
+        WITH a AS (SELECT o.o_orderkey AS k, o.o_orderstatus AS st FROM orders o WHERE o.o_totalprice > {p}),
+             b AS (SELECT a.k FROM a WHERE a.st {s})
+        SELECT l1.l_linenumber, (SELECT count(*) FROM a) AS n FROM lineitem l1 JOIN b ON b.k = l1.l_orderkey
+        WHERE l1.l_quantity < {q}""",
+    "two derived tables joined to each other": """
+        SELECT x.k, y.n FROM (SELECT o.o_orderkey AS k FROM orders o WHERE o.o_orderstatus {s}) x
+        JOIN (SELECT l1.l_orderkey, count(*) AS n FROM lineitem l1 WHERE l1.l_quantity > {q}
+              GROUP BY l1.l_orderkey HAVING count(*) > 1) y ON x.k = y.l_orderkey""",
     "derived table with GROUP BY on the join key": """
         SELECT o.o_orderkey, t.n FROM orders o,
                (SELECT l_orderkey, count(*) AS n FROM lineitem l1 WHERE l1.l_quantity > {q}
