@@ -53,6 +53,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterable, Mapping
 
 from sqlglot import exp
@@ -415,10 +416,7 @@ class _Analyzer:
         self.local_refs: dict[int, dict[str, str]] = {}  # id(scope) -> alias -> ref key
         self.nullable: dict[int, set[str]] = {}  # id(scope) -> its NULL-supplying refs, once analyzed
         self.derived_aliases: dict[int, set[str]] = {}  # id(scope) -> `_derived_read`
-        # how often each name is read as a table: a CTE read more than once passes nothing in
-        # (every scope lists the CTEs it could read among its sources, read or not; a name
-        # that an inner CTE shadows counts for both, which only passes less)
-        self.reads = Counter(t.name.lower() for s in scopes if s.is_root for t in s.expression.find_all(exp.Table))
+        self.root = next(s.expression for s in scopes if s.is_root)
 
     def run(self) -> QueryAnalysis:
         for scope in self.scopes:
@@ -516,7 +514,14 @@ class _Analyzer:
 
     def _read_once(self, source: Scope) -> bool:
         cte = source.expression.parent
-        return not isinstance(cte, exp.CTE) or self.reads[cte.alias_or_name.lower()] == 1
+        return not isinstance(cte, exp.CTE) or self._reads[cte.alias_or_name.lower()] == 1
+
+    @cached_property
+    def _reads(self) -> Counter:
+        """How often each name is read as a table, counted only for a query with a CTE
+        (every scope lists the CTEs it could read among its sources, read or not; a
+        name that an inner CTE shadows counts for both, which only passes less)."""
+        return Counter(t.name.lower() for t in self.root.find_all(exp.Table))
 
     def _derived_keys(self, scope: Scope, alias: str) -> set[str]:
         """The keys a derived table or CTE read as `alias` in `scope` passes columns of."""
