@@ -254,14 +254,14 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                 records = [BlockRecord(b.block_id, b.row_count, 0, "", b.stats, b.union_bits, b.all_bits,
                                        leaves=lineage.get(b.block_id, ()), cells=cells.get(b.block_id, ()))
                            for b in summaries]
+                predicates = [c.predicate for c in laid.cuts]
                 if dips:
-                    finest[kind][name] = (records, [c.predicate for c in laid.cuts], nodes)
+                    finest[kind][name] = (records, predicates, nodes)
                     ranged[kind][name] = LayoutIndex.from_blocks(name, coarse_records(records, DEFAULT_RANGE_SETS),
-                                                                 [c.predicate for c in laid.cuts], trees=nodes)
+                                                                 predicates, trees=nodes)
                 # the plain rows keep min/max zone maps, as B1 always measured them
                 plain = [replace(r, stats=min_max_only(r.stats)) for r in records]
-                indexes[kind][name] = LayoutIndex.from_blocks(name, plain, [c.predicate for c in laid.cuts],
-                                                              trees=nodes)
+                indexes[kind][name] = LayoutIndex.from_blocks(name, plain, predicates, trees=nodes)
                 log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(summaries), len(laid.cuts),
                          seconds)
 
@@ -307,8 +307,6 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
         best_dips = min((r for r in result_layouts if r.endswith(DIPS)),
                         key=lambda r: result_layouts[r]["blocks_read"], default=None)
         semijoin = semijoin_lower_bound(spark, test, block_rows) if dips else None
-        sweep = ({f"{name}{DIPS}": range_set_sweep(test_q, test, finest[name], schema) for name in layouts}
-                 if dips else {})
         if spark_e2e:
             for frame in tables.values():
                 frame.unpersist()
@@ -354,7 +352,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     }
     if dips:
         out.update(semijoin)
-        out["range_sets"] = sweep
+        out["range_sets"] = {f"{name}{DIPS}": range_set_sweep(test_q, test, finest[name], schema) for name in layouts}
         if best_dips:
             out["best_dips"] = best_dips
             out["router_ms_dips"] = _percentiles(
