@@ -13,6 +13,9 @@ from layout_core.workload.tpch import generate, write_sql_file
 from tests.conftest import TPCH_TABLES
 
 SCHEMA = load_schema("tpch")
+# parents before children; blocks of about 1/15 of each table at SF 0.01 (the shared layout's sizes)
+BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer": 100,
+              "partsupp": 600, "orders": 1000, "lineitem": 4000}
 
 
 def lay_out_tpch(spark, tpch: Path, home: Path, optimizer: str, block_rows: dict[str, int]) -> dict:
@@ -62,6 +65,25 @@ def shared_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, bloc
         laid_out = lay_out_tpch(spark, tpch, home, optimizer, block_rows)
         done.write_text("")
         return laid_out, home
+
+
+def copied_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, block_rows: dict[str, int],
+                       home: Path) -> dict:
+    """`shared_tpch_layout`'s warehouse and catalog copied to `home`, for a module that changes
+    its layout: copying takes a second where laying the tables out again takes minutes. The
+    copy's catalog names the copy's folders (every path in it rewritten), so nothing the module
+    writes or replaces reaches the shared folder that other modules read."""
+    import sqlite3
+
+    _, shared = shared_tpch_layout(spark, tpch, tmp_path_factory, optimizer, block_rows)
+    shutil.copytree(shared, home, dirs_exist_ok=True)
+    with sqlite3.connect(home / "catalog.db") as db:
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            for column in db.execute(f"PRAGMA table_info({table})").fetchall():
+                if column[2].upper() == "TEXT":
+                    db.execute(f"UPDATE {table} SET {column[1]} = replace({column[1]}, ?, ?)",
+                               (str(shared), str(home)))
+    return laid_out_tpch(spark, tpch, home)
 
 
 def use(frames: dict) -> None:

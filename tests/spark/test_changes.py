@@ -12,11 +12,9 @@ from layout_core.flows.nightly.steps import RunPaths, StepError
 from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.workload.tpch import generate
 from tests.conftest import TPCH_TABLES
-from tests.helpers.tpch_layouts import SCHEMA, lay_out_tpch, use
+from tests.helpers.tpch_layouts import BLOCK_ROWS, SCHEMA, copied_tpch_layout, use
 
 pytestmark = pytest.mark.slow
-BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer": 100,
-              "partsupp": 600, "orders": 1000, "lineitem": 4000}
 # the templates that join a changed table, one parameter draw each (every check runs them on
 # the layout and on the raw tables: five checks, 120 Spark queries)
 QUERIES = [q.sql for q in generate(1, seed=11, templates=[3, 5, 7, 8, 10, 13, 14, 16, 17, 18, 19, 22],
@@ -82,8 +80,9 @@ class Tables:
 
 @pytest.fixture(scope="module")
 def tables(spark, tpch_sf001, tmp_path_factory):
+    # test_check's layout (the same tables, optimizer and block sizes), copied: this module changes it
     home = tmp_path_factory.mktemp("changes")
-    laid_out = lay_out_tpch(spark, tpch_sf001, home, "mto", BLOCK_ROWS)
+    laid_out = copied_tpch_layout(spark, tpch_sf001, tmp_path_factory, "mto", BLOCK_ROWS, home)
     yield Tables(spark, home, laid_out)
     use(laid_out["raw"])
 

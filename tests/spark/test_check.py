@@ -12,13 +12,10 @@ import pytest
 
 from layout_core.catalog import Catalog
 from layout_core.cli import main
-from tests.helpers.tpch_layouts import SCHEMA, shared_tpch_layout, use
+from tests.helpers.tpch_layouts import BLOCK_ROWS, SCHEMA, shared_tpch_layout, use
 
 pytestmark = pytest.mark.slow
 
-# parents before children; blocks of about 1/15 of each table at SF 0.01
-BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer": 100,
-              "partsupp": 600, "orders": 1000, "lineitem": 4000}
 QUERIES = 300  # about a hundred of them skip blocks
 SPARK_SAMPLE = 12
 

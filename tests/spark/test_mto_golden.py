@@ -11,13 +11,10 @@ from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import route_query
 from layout_core.workload.tpch import generate
 from tests.conftest import TPCH_TABLES
-from tests.helpers.tpch_layouts import shared_tpch_layout, use
+from tests.helpers.tpch_layouts import BLOCK_ROWS, shared_tpch_layout, use
 
 pytestmark = pytest.mark.slow
 SCHEMA = load_schema("tpch")
-# parents before children; blocks of about 1/15 of each table at SF 0.01
-BLOCK_ROWS = {"region": 2, "nation": 5, "supplier": 10, "part": 150, "customer": 100,
-              "partsupp": 600, "orders": 1000, "lineitem": 4000}
 
 
 @pytest.fixture(scope="module")
