@@ -70,6 +70,7 @@ from layout_core.predicates import (
 )
 from layout_core.predicates.simplify import simplify
 from layout_core.base.schema import Schema
+from layout_core.sql.columns import resolve_columns
 from layout_core.sql.convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predicate
 
 DEFAULT_MAX_DEPTH = 4
@@ -357,13 +358,18 @@ def _check_tables(tree: exp.Expression, tables: list[exp.Table], schema: Schema)
 # Analysis
 
 
-def analyze(sql: str, schema: Schema) -> QueryAnalysis:
+def analyze(sql: str, schema: Schema, own_resolution: bool = True) -> QueryAnalysis:
+    """`sql` analyzed against `schema` (QueryError if it cannot be). Columns are resolved by
+    `sql.columns` where it can, else by sqlglot's `qualify`; `own_resolution=False` always
+    uses `qualify` (the tests' oracle)."""
     tree = parse_query(sql)
     tables = tag_tables(tree)
     _check_tables(tree, tables, schema)
     try:
-        qualified = qualify(tree, schema=sqlglot_schema(schema), dialect="spark")  # in place: the tree is ours
-        scopes = list(traverse_scope(qualified))
+        scopes = resolve_columns(tree, schema) if own_resolution else None
+        if scopes is None:  # a shape our resolution leaves to sqlglot's (the same answer, slower)
+            qualified = qualify(tree, schema=sqlglot_schema(schema), dialect="spark")  # in place: the tree is ours
+            scopes = list(traverse_scope(qualified))
     except SqlglotError as e:
         raise QueryError(f"cannot resolve columns: {_clean_error(e)}", kind="unknown column") from None
     except RecursionError:  # _check_size should have refused such a tree; never a crash

@@ -204,7 +204,9 @@ def _opaque(node: exp.Expression, resolve: Resolver) -> Predicate:
         c.set("db", None)
         c.set("catalog", None)
     return Opaque(
-        unqualified.sql(dialect="spark", copy=False),  # already a private copy: no second one
+        # every identifier quoted, as sqlglot's qualify leaves them: the text names the atom,
+        # the same whichever resolved its columns (sql.columns, or qualify)
+        unqualified.sql(dialect="spark", identify=True, copy=False),  # already a private copy
         frozenset(cols),
         deterministic=_is_deterministic(node),
     )
