@@ -44,12 +44,16 @@ excludes cannot change the query's answer):
   rules 2-3): filters and edges reach the base table through it when the derived
   query is read once and is transparent for that column (no LIMIT, window or
   rollup; under aggregation only a grouping key; its table not NULL-supplying
-  inside); otherwise only edges out of it (`OUTWARD`). Set operations pass
-  nothing (rule 4 is not applied).
+  inside); otherwise only edges out of it (`OUTWARD`).
+- A UNION [ALL] read once, without ORDER BY, LIMIT or OFFSET of its own
+  (rule 4): where every branch passes a column on as above, with one type,
+  filters on it and edges into it go to each branch's base column; nothing
+  flows out of a union, and INTERSECT and EXCEPT pass nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -66,8 +70,10 @@ from sqlglot.tokens import Token, TokenType
 
 from layout_core.base.errors import UserError
 from layout_core.predicates import (
-    TRUE, ColumnCompare, Hop, JoinInduced, Predicate, can_be_true_on_nulls, conj, conjuncts,
+    TRUE, Column, ColumnCompare, Hop, JoinInduced, Predicate, atoms, can_be_true_on_nulls, conj, conjuncts,
+    map_atoms,
 )
+from layout_core.predicates.model import ColumnAtom
 from layout_core.predicates.simplify import simplify
 from layout_core.base.schema import Schema
 from layout_core.sql.columns import resolve_columns
@@ -81,6 +87,11 @@ DEFAULT_MAX_DEPTH = 4
 # is NULL-supplying there), resolves to its reference's key behind this mark:
 # diPs flow out of it (its values are a subset of the base column's), never in.
 OUTWARD = "~"
+
+# A UNION's output column that every branch passes on (diPs §3.3 rule 4) resolves
+# to a key of the union itself, this prefix and a number: its filters and the
+# diPs into it go to every branch's base column (`_fan_out_unions`).
+UNION_KEY = "u"
 
 
 # Past these a statement is refused (QueryError, kind "too complex": the query reads
@@ -422,6 +433,8 @@ class _Analyzer:
         self.local_refs: dict[int, dict[str, str]] = {}  # id(scope) -> alias -> ref key
         self.nullable: dict[int, set[str]] = {}  # id(scope) -> its NULL-supplying refs, once analyzed
         self.derived_aliases: dict[int, set[str]] = {}  # id(scope) -> `_derived_read`
+        self.union_keys: dict[int, str] = {}  # id(union scope) -> its UNION_KEY
+        self.union_columns: dict[str, dict[str, list]] = defaultdict(dict)  # key -> output -> [(ref, column)]
         self.root = next(s.expression for s in scopes if s.is_root)
 
     def run(self) -> QueryAnalysis:
@@ -429,6 +442,7 @@ class _Analyzer:
             self._collect_refs(scope)
         for scope in self.scopes:
             self._analyze_scope(scope)
+        self._fan_out_unions()
         filters = {}
         for key in self.refs:
             p = simplify(conj(self.filters.get(key, [])))
@@ -505,8 +519,10 @@ class _Analyzer:
         (ref key, column), the key prefixed with OUTWARD where filters and diPs may
         only flow out of it (see OUTWARD); None for anything else (expressions,
         aggregates, set operations, a column of an enclosing query)."""
+        if isinstance(source, Scope) and isinstance(source.expression, exp.Union):
+            return self._through_union(source, name)
         if not isinstance(source, Scope) or id(source) not in self.nullable:
-            return None  # (not a SELECT we analyzed: a set operation, or a table function)
+            return None  # (not a SELECT we analyzed: INTERSECT, EXCEPT, or a table function)
         select = source.expression
         projection = next((e for e in select.expressions if e.alias_or_name == name), None)
         node = _unparen(projection.unalias()) if projection is not None else None
@@ -517,6 +533,58 @@ class _Analyzer:
         inward = (not key.startswith(OUTWARD) and key not in self.nullable[id(source)]
                   and self._read_once(source) and _transparent(select, node))
         return (key if inward or key.startswith(OUTWARD) else OUTWARD + key), column
+
+    def _through_union(self, source: Scope, name: str):
+        """A UNION's output column `name` as (its UNION_KEY, column) where filters and diPs
+        may go into every branch (see the module docstring), else None."""
+        union = source.expression
+        if any(union.args.get(k) for k in ("order", "limit", "offset")) or not self._read_once(source):
+            return None
+        names = union.named_selects
+        branches = _union_branches(source)
+        if name not in names or branches is None:
+            return None
+        position, passed = names.index(name), []
+        for branch in branches:
+            select = branch.expression
+            if id(branch) not in self.nullable or len(select.expressions) != len(names):
+                return None
+            node = _unparen(select.expressions[position].unalias())
+            found = self._in_scope(branch, node) if isinstance(node, exp.Column) else None
+            if found is None:
+                return None
+            key, column = found
+            if (key.startswith((OUTWARD, UNION_KEY)) or key in self.nullable[id(branch)]
+                    or not _transparent(select, node)):
+                return None
+            passed.append((key, column))
+        if len({column.kind for _, column in passed}) != 1:
+            return None  # branches of different types: a literal may read differently in each
+        key = self.union_keys.setdefault(id(source), f"{UNION_KEY}{len(self.union_keys)}")
+        self.union_columns[key][name] = passed
+        return key, Column(name, passed[0][1].kind)
+
+    def _fan_out_unions(self) -> None:
+        """Filters on a union's columns and edges into them, given to its branches' references."""
+        for key, columns in self.union_columns.items():
+            for p in self.filters.pop(key, []):
+                for part in conjuncts(p):
+                    names = part.columns()
+                    if len(names) != 1 or not all(isinstance(a, ColumnAtom) for a in atoms(part)):
+                        continue  # (two outputs may come from two references of a branch)
+                    for ref, column in columns.get(next(iter(names)), ()):
+                        self.filters[ref].append(map_atoms(part, lambda a, c=column: dataclasses.replace(
+                            a, column=Column(c.name, c.kind))))
+        edges = set()
+        for e in self.edges:
+            if e.to_ref.startswith(UNION_KEY):
+                edges |= {Edge(e.from_ref, e.from_column, ref, column.name)
+                          for ref, column in self.union_columns[e.to_ref].get(e.to_column, ()) if ref != e.from_ref}
+            elif not e.from_ref.startswith(UNION_KEY):
+                edges.add(e)
+        self.edges = edges
+        self.joint_edges = {e for e in self.joint_edges
+                            if not (e.from_ref.startswith(UNION_KEY) or e.to_ref.startswith(UNION_KEY))}
 
     def _read_once(self, source: Scope) -> bool:
         cte = source.expression.parent
@@ -532,9 +600,9 @@ class _Analyzer:
     def _derived_keys(self, scope: Scope, alias: str) -> set[str]:
         """The keys a derived table or CTE read as `alias` in `scope` passes columns of."""
         source = scope.sources.get(alias)
-        if alias not in self._derived_read(scope) or not isinstance(source.expression, exp.Select):
+        if alias not in self._derived_read(scope) or not isinstance(source.expression, (exp.Select, exp.Union)):
             return set()
-        found = (self._through(source, e.alias_or_name) for e in source.expression.expressions)
+        found = (self._through(source, name) for name in source.expression.named_selects)
         return {f[0] for f in found if f is not None}
 
     # -- one SELECT
@@ -668,6 +736,8 @@ class _Analyzer:
             self.edges.add(Edge(a, ca, b, cb))
 
     def _join(self, a: str, ca: str, b: str, cb: str) -> None:
+        if a.startswith(UNION_KEY) or b.startswith(UNION_KEY):
+            return
         ta, tb = self.refs[a.removeprefix(OUTWARD)].table, self.refs[b.removeprefix(OUTWARD)].table
         self.joins.add(tuple(sorted([(ta, ca), (tb, cb)])))
 
@@ -763,6 +833,23 @@ class _Analyzer:
                  for e in self._equality(p, inner_local, outer_local)]
         self._edges([(b, cb, a, ca) for a, ca, b, cb in found])
         return found
+
+
+def _union_branches(source: Scope) -> list[Scope] | None:
+    """The SELECTs of a UNION [ALL] chain, left to right; None where an INTERSECT or EXCEPT
+    is part of it."""
+    branches = []
+    for part in source.set_operation_scopes:
+        if isinstance(part.expression, exp.Union):
+            inner = _union_branches(part)
+            if inner is None:
+                return None
+            branches += inner
+        elif isinstance(part.expression, exp.Select):
+            branches.append(part)
+        else:
+            return None
+    return branches
 
 
 def _from_item(node: exp.Expression) -> exp.Expression:

@@ -74,6 +74,12 @@ MORE_SHAPES = {
         SELECT t.c_custkey FROM (SELECT c_custkey, o_orderkey FROM customer
                                  LEFT JOIN orders ON o_custkey = c_custkey AND o_orderdate < DATE '1992-03-01') t
         WHERE t.o_orderkey IS NULL""",
+    "a UNION ALL of two tables' order keys joined to early orders": """
+        SELECT u.k, count(*) AS n FROM (
+            SELECT l_orderkey AS k FROM lineitem WHERE l_quantity > 45
+            UNION ALL SELECT o2.o_orderkey FROM orders o2 WHERE o2.o_totalprice > 300000) u
+        JOIN orders o ON o.o_orderkey = u.k WHERE o.o_orderdate < DATE '1992-04-01' AND u.k < 50000
+        GROUP BY u.k""",
 }
 
 

@@ -229,6 +229,31 @@ def test_in_over_a_group_by_of_the_key_passes_diPs_both_ways():
     assert _blocks(route, "l") == [12, 14]
 
 
+def test_a_union_receives_diPs_and_filters_in_every_branch():
+    sql = """SELECT count(*) FROM orders o2,
+             (SELECT l.l_orderkey AS k FROM lineitem l UNION ALL SELECT o.o_orderkey AS k FROM orders o) u
+             WHERE u.k = o2.o_orderkey AND o2.o_custkey BETWEEN 120 AND 130"""
+    route = route_query(sql, INDEX, SCHEMA)
+    # customers 120-130 are in orders block 12 (order keys 2001-3000); lineitem blocks meeting
+    # those keys: 12 (2500-2600) and 14 (no statistics); the orders branch: block 12
+    assert _blocks(route, "o2") == [12]
+    assert _blocks(route, "l") == [12, 14] and _blocks(route, "o") == [12]
+    filtered = """SELECT count(*) FROM (SELECT l.l_orderkey AS k FROM lineitem l
+                  UNION SELECT o.o_orderkey FROM orders o) u WHERE u.k > 3500"""
+    route = route_query(filtered, INDEX, SCHEMA)
+    assert _blocks(route, "l") == [13, 14] and _blocks(route, "o") == [13]  # 13: the range 3900-4000
+
+
+def test_a_union_sends_no_diP_out():
+    sql = """SELECT count(*) FROM customer c JOIN
+             (SELECT o.o_custkey AS k FROM orders o WHERE o.o_orderkey <= 1000
+              UNION ALL SELECT o3.o_custkey FROM orders o3 WHERE o3.o_orderkey <= 1000) u ON c.c_custkey = u.k"""
+    route = route_query(sql, INDEX, SCHEMA)
+    # both branches only hold customers 1-50 (orders block 10), but nothing flows out of a union
+    assert _blocks(route, "o") == [10] and _blocks(route, "o3") == [10]
+    assert _blocks(route, "c") == [10, 11]
+
+
 def test_except_passes_no_diP_between_its_sides():
     sql = """SELECT o.o_orderkey FROM orders o WHERE o.o_custkey <= 50
              EXCEPT SELECT l.l_orderkey FROM lineitem l"""

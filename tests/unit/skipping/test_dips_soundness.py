@@ -115,6 +115,36 @@ MORE_QUERIES = {
         SELECT o.o_orderkey FROM orders o, lineitem l1 WHERE o.o_orderkey = l1.l_orderkey AND l1.l_quantity = {q}
         UNION ALL
         SELECT o2.o_orderkey FROM orders o2, customer c WHERE o2.o_custkey = c.c_custkey AND c.c_mktsegment = '{seg}'""",
+    "UNION ALL of two tables' keys joined to a filtered dimension, filtered on its column": """
+        SELECT u.k, c.c_mktsegment
+        FROM (SELECT o.o_custkey AS k FROM orders o WHERE o.o_orderstatus {s}
+              UNION ALL SELECT l1.l_suppkey AS k FROM lineitem l1 WHERE l1.l_quantity > {q}) u
+        JOIN customer c ON c.c_custkey = u.k WHERE c.c_mktsegment = '{seg}' AND u.k <> {k}""",
+    "UNION CTE, one branch grouped by the column": """
+        WITH u AS (SELECT o.o_orderkey AS k FROM orders o WHERE o.o_totalprice > {p}
+                   UNION SELECT l1.l_orderkey FROM lineitem l1 WHERE l1.l_quantity < {q} GROUP BY l1.l_orderkey)
+        SELECT count(*), sum(o2.o_totalprice) FROM u JOIN orders o2 ON o2.o_orderkey = u.k
+        WHERE o2.o_orderstatus {s}""",
+    "a union on the NULL-supplying side of a LEFT JOIN": """
+        SELECT c.c_custkey, u.k FROM customer c
+        LEFT JOIN (SELECT o.o_custkey AS k FROM orders o UNION ALL SELECT l1.l_suppkey FROM lineitem l1) u
+          ON u.k = c.c_custkey AND u.k > {k}
+        WHERE c.c_mktsegment = '{seg}'""",
+    "a union whose branch aggregates the column (passes nothing)": """
+        SELECT u.k FROM (SELECT max(o.o_custkey) AS k FROM orders o GROUP BY o.o_orderstatus
+                         UNION ALL SELECT l1.l_suppkey FROM lineitem l1 WHERE l1.l_quantity > {q}) u
+        JOIN customer c ON c.c_custkey = u.k WHERE c.c_mktsegment = '{seg}'""",
+    "a union whose branch counts its rows with a window (passes nothing)": """
+        SELECT u.k, u.n
+        FROM (SELECT l1.l_orderkey AS k, count(*) OVER () AS n FROM lineitem l1 WHERE l1.l_quantity > {q}
+              UNION ALL SELECT o.o_orderkey, 0 FROM orders o) u
+        JOIN orders o2 ON o2.o_orderkey = u.k WHERE o2.o_orderstatus {s}""",
+    "a union with a LIMIT of its own, and a CTE union read twice (pass nothing)": """
+        WITH w AS (SELECT o.o_custkey AS k FROM orders o UNION ALL SELECT l1.l_suppkey FROM lineitem l1)
+        SELECT u.k, (SELECT count(*) FROM w WHERE w.k > {k}) AS n
+        FROM (SELECT o3.o_custkey AS k FROM orders o3 UNION ALL SELECT l3.l_suppkey FROM lineitem l3
+              ORDER BY k LIMIT 3) u
+        JOIN customer c ON c.c_custkey = u.k JOIN w ON w.k = c.c_custkey WHERE c.c_mktsegment = '{seg}'""",
     "semi join by IN on a dimension filter": """
         SELECT l1.l_linenumber FROM lineitem l1
         WHERE l1.l_orderkey IN (SELECT o.o_orderkey FROM orders o WHERE o.o_totalprice = {p})""",

@@ -356,6 +356,24 @@ def test_a_cte_or_derived_table_read_once_passes_its_columns_through_both_ways()
                             Edge(n.key, "n_nationkey", c.key, "c_nationkey")}
 
 
+def test_a_union_read_once_takes_filters_and_edges_into_every_branch_and_sends_none():
+    a = analyze("SELECT count(*) FROM customer c JOIN (SELECT o_custkey AS k FROM orders WHERE o_orderstatus = 'F' "
+                "UNION ALL SELECT s_suppkey FROM supplier) u ON c.c_custkey = u.k "
+                "WHERE c.c_mktsegment = 'BUILDING' AND u.k < 100 AND (u.k > 5 OR c.c_acctbal > 0)", SCHEMA)
+    c, o, s = (a.refs_of_table(t)[0] for t in ("customer", "orders", "supplier"))
+    assert set(conjuncts(a.filter(o.key))) == {Compare(Column("o_orderstatus", "string"), "=", "F"),
+                                               Compare(Column("o_custkey", "int"), "<", 100)}
+    assert a.filter(s.key) == Compare(Column("s_suppkey", "int"), "<", 100)  # not the OR: it names customer
+    assert set(a.edges) == {Edge(c.key, "c_custkey", o.key, "o_custkey"), Edge(c.key, "c_custkey", s.key, "s_suppkey")}
+    # branches of different types, a LIMIT on the union: nothing goes in
+    for sql in ("SELECT count(*) FROM customer c JOIN (SELECT o_custkey AS k FROM orders UNION ALL "
+                "SELECT l_quantity FROM lineitem) u ON c.c_custkey = u.k WHERE u.k < 100",
+                "SELECT count(*) FROM customer c JOIN (SELECT o_custkey AS k FROM orders UNION ALL "
+                "SELECT s_suppkey FROM supplier LIMIT 10) u ON c.c_custkey = u.k WHERE u.k < 100"):
+        a = analyze(sql, SCHEMA)
+        assert a.edges == () and all(r.table == "customer" for r in a.refs if a.filter(r.key) != TRUE)
+
+
 Q15_SHAPE = """WITH revenue AS (SELECT l_suppkey AS supplier_no, sum(l_extendedprice) AS total FROM lineitem
                                 WHERE l_shipdate >= DATE '1996-01-01' GROUP BY l_suppkey)
                SELECT s_name FROM supplier, revenue WHERE s_suppkey = supplier_no AND s_acctbal > 0
