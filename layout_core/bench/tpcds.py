@@ -1,5 +1,5 @@
 """`layout bench tpcds` (B2): B1's measurements on TPC-DS. dsdgen's tables (cached in
-the work folder per scale factor), 35 templates that filter dimensions and join them
+the work folder per scale factor), 36 templates that filter dimensions and join them
 to the facts (workload.tpcds), odd instances train, even ones test; every table some
 template reads is laid out by every layout asked for; the same report as B1."""
 

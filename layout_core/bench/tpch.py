@@ -615,7 +615,7 @@ def _chart(path: Path, per_template: dict[str, dict[int, int]], title: str) -> N
     import matplotlib.pyplot as plt
 
     templates = sorted({t for v in per_template.values() for t in v})
-    fig, ax = plt.subplots(figsize=(max(11, 0.4 * len(templates)), 4))  # TPC-DS has 35 templates
+    fig, ax = plt.subplots(figsize=(max(11, 0.4 * len(templates)), 4))  # TPC-DS has 36 templates
     width = 0.8 / max(1, len(per_template))
     for i, (name, values) in enumerate(per_template.items()):
         ax.bar([x + i * width for x in range(len(templates))], [max(values.get(t, 0), 0.5) for t in templates],

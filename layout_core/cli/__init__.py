@@ -884,7 +884,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_b1_arguments(btr, ".layout/bench/trips")
     btr.set_defaults(func=cmd_bench_trips)
 
-    bd = bench.add_parser("tpcds", help="B2: B1's report on TPC-DS (35 templates joining facts and dimensions)")
+    bd = bench.add_parser("tpcds", help="B2: B1's report on TPC-DS (36 templates joining facts and dimensions)")
     bd.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor, 0.01 to 10 (default 1)")
     bd.add_argument("--seed", type=int, default=1, help="seed of the queries (default 1)")
     bd.add_argument("--templates", type=_tpcds_templates, help="comma-separated template numbers (default all 35)")

@@ -1,5 +1,5 @@
 """TPC-DS (`layout tpcds generate`, `layout workload tpcds`): dsdgen's tables with keys that
-hold, 35 templates whose instances parse, analyze and run, parameters drawn by the
+hold, 36 templates whose instances parse, analyze and run, parameters drawn by the
 specification's rules, and bad input refused with nothing half-written."""
 
 from __future__ import annotations
@@ -82,9 +82,9 @@ def test_a_scale_factor_dsdgen_cannot_make_is_one_clear_line(tmp_path, sf, caplo
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_there_are_35_templates_joining_facts_and_dimensions():
+def test_there_are_36_templates_joining_facts_and_dimensions():
     facts = {"store_sales", "catalog_sales", "web_sales", "inventory", "store_returns", "catalog_returns"}
-    assert len(tpcds.TEMPLATE_NUMBERS) == 35
+    assert len(tpcds.TEMPLATE_NUMBERS) == 36
     for n in tpcds.TEMPLATE_NUMBERS:
         tables = {t.name for t in sqlglot.parse_one(tpcds.load_template(n).replace("[", "").replace("]", ""),
                                                      dialect="spark").find_all(sqlglot.exp.Table)}
@@ -93,7 +93,7 @@ def test_there_are_35_templates_joining_facts_and_dimensions():
 
 def test_every_instance_parses_analyzes_and_runs(con):
     queries = tpcds.generate(2, seed=1)
-    assert len(queries) == 70
+    assert len(queries) == 72
     found = 0
     for q in queries:
         assert "[" not in re.sub(r"'[^']*'", "", q.sql), (q.template, q.sql)  # no placeholder left
@@ -101,7 +101,18 @@ def test_every_instance_parses_analyzes_and_runs(con):
         assert analysis.refs
         rows = con.execute(sqlglot.transpile(q.sql, read="spark", write="duckdb")[0]).fetchall()
         found += bool(rows and any(v not in (None, 0) for v in rows[0]))
-    assert found >= 35  # at least half the instances find rows even at SF 0.01 (43 of 70 did)
+    assert found >= 36  # at least half the instances find rows even at SF 0.01 (43 of 70 did before q71)
+
+
+def test_q71s_union_takes_the_item_and_time_filters_into_each_sales_table():
+    (q,) = tpcds.generate(1, seed=1, templates=[71])
+    analysis = analyze(q.sql, SCHEMA)
+    item, time = (analysis.refs_of_table(t)[0].key for t in ("item", "time_dim"))
+    received = {(analysis.refs[[r.key for r in analysis.refs].index(e.to_ref)].table, e.to_column)
+                for e in analysis.edges if e.from_ref in (item, time)}
+    assert {("web_sales", "ws_item_sk"), ("catalog_sales", "cs_item_sk"), ("store_sales", "ss_item_sk"),
+            ("web_sales", "ws_sold_time_sk"), ("catalog_sales", "cs_sold_time_sk"),
+            ("store_sales", "ss_sold_time_sk")} <= received
 
 
 def test_instances_are_reproducible_and_each_template_draws_its_own_stream():
