@@ -518,7 +518,8 @@ class _Analyzer:
         """A derived table's or CTE's column `name` as the base column it passes on:
         (ref key, column), the key prefixed with OUTWARD where filters and diPs may
         only flow out of it (see OUTWARD); None for anything else (expressions,
-        aggregates, set operations, a column of an enclosing query)."""
+        aggregates, INTERSECT and EXCEPT, a column of an enclosing query); a UNION's column
+        as `_through_union` gives it."""
         if isinstance(source, Scope) and isinstance(source.expression, exp.Union):
             return self._through_union(source, name)
         if not isinstance(source, Scope) or id(source) not in self.nullable:
