@@ -52,8 +52,10 @@ def resolve_columns(tree: exp.Expression, schema: Schema) -> list[Scope] | None:
         select = scope.expression
         if not _plain_projections(scope) or _positional_group(select):
             return None
-        renamed = {p.alias for p in select.expressions
-                   if isinstance(p, exp.Alias) and not (isinstance(p.this, exp.Column) and p.this.name == p.alias)}
+        renamed: dict[str, int] = {}  # an alias that is not its own column's name -> its first projection
+        for i, p in enumerate(select.expressions):
+            if isinstance(p, exp.Alias) and not (isinstance(p.this, exp.Column) and p.this.name == p.alias):
+                renamed.setdefault(p.alias, i)
         # (scope.columns leaves out ORDER BY and HAVING names of outputs, and lists a subquery's
         # columns that name no table of the subquery among its enclosing SELECT's: those are
         # the subquery's to resolve)
@@ -63,7 +65,11 @@ def resolve_columns(tree: exp.Expression, schema: Schema) -> list[Scope] | None:
             if isinstance(column.this, exp.Star) or column.args.get("db") or column.args.get("catalog"):
                 return None
             if column.name in renamed and not column.table:
-                return None  # may name the projection, not a source column: qualify expands it
+                # it may name the projection, not a source column: qualify expands it (outside
+                # the projections, or in a projection after the alias; `sum(x) AS x` reads x)
+                position = _projection_of(column, select)
+                if position is None or renamed[column.name] < position:
+                    return None
             alias = _source_of(column, scope, items)
             if alias is None:
                 return None
@@ -120,6 +126,14 @@ def _plain_projections(scope: Scope) -> bool:
     if not star:
         return True
     return scope.is_root or isinstance(select.parent, exp.Exists)
+
+
+def _projection_of(column: exp.Column, select: exp.Select) -> int | None:
+    """The position of the projection of `select` that holds `column`, None outside them."""
+    node = column
+    while node.parent is not None and node.parent is not select:
+        node = node.parent
+    return node.index if node.parent is select and node.arg_key == "expressions" else None
 
 
 def _positional_group(select: exp.Select) -> bool:

@@ -34,6 +34,7 @@ LEFT_TO_QUALIFY = {
     "USING": "SELECT count(*) FROM nation JOIN region ON n_regionkey = r_regionkey JOIN supplier USING (s_nationkey)",
     "an alias named in WHERE": "SELECT o_totalprice * 2 AS o_custkey FROM orders WHERE o_custkey > 5",
     "an alias named in GROUP BY": "SELECT year(o_orderdate) AS y, count(*) FROM orders GROUP BY y",
+    "an alias named in a later projection": "SELECT o_totalprice * 2 AS o_custkey, o_custkey + 1 FROM orders",
     "a positional GROUP BY": "SELECT o_orderstatus, count(*) FROM orders GROUP BY 1",
     "an ambiguous column": "SELECT count(*) FROM lineitem l1, lineitem l2 WHERE l_orderkey = 5",
     "an unknown column": "SELECT count(*) FROM orders WHERE o_nothing = 1",
@@ -80,6 +81,13 @@ def test_columns_get_the_alias_of_the_item_they_read():
             ("lineitem", "l_quantity"), ("customer", "c_custkey"), ("o", "o_custkey"),
             ("customer", "c_acctbal")} <= placed
     assert ("", "total") in placed  # ORDER BY names the output; the analysis never reads it
+
+
+def test_an_aggregate_named_after_its_column_reads_the_column():
+    tree = parse_query("SELECT sum(o_totalprice) o_totalprice FROM orders WHERE o_orderstatus = 'F'")
+    assert resolve_columns(tree, SCHEMAS["tpch"]) is not None
+    assert {(c.table, c.name) for c in tree.find_all(analysis.exp.Column)} == {
+        ("orders", "o_totalprice"), ("orders", "o_orderstatus")}
 
 
 def test_layout_checks_random_queries_get_qualifys_analysis(tpch_sf001):
