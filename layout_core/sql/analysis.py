@@ -522,18 +522,25 @@ class _Analyzer:
         as `_through_union` gives it."""
         if isinstance(source, Scope) and isinstance(source.expression, exp.Union):
             return self._through_union(source, name)
-        if not isinstance(source, Scope) or id(source) not in self.nullable:
-            return None  # (not a SELECT we analyzed: INTERSECT, EXCEPT, or a table function)
-        select = source.expression
-        projection = next((e for e in select.expressions if e.alias_or_name == name), None)
-        node = _unparen(projection.unalias()) if projection is not None else None
+        if not isinstance(source, Scope):
+            return None  # (a table function)
+        projection = next((e for e in source.expression.expressions if e.alias_or_name == name), None)
+        return self._projected(source, projection)
+
+    def _projected(self, source: Scope, projection: exp.Expression | None):
+        """`_through` for one projection of the SELECT of `source`."""
+        if id(source) not in self.nullable or projection is None:
+            return None  # (not a SELECT we analyzed: INTERSECT or EXCEPT)
+        node = _unparen(projection.unalias())
         found = self._in_scope(source, node) if isinstance(node, exp.Column) else None
         if found is None:
             return None
         key, column = found
         inward = (not key.startswith(OUTWARD) and key not in self.nullable[id(source)]
-                  and self._read_once(source) and _transparent(select, node))
-        return (key if inward or key.startswith(OUTWARD) else OUTWARD + key), column
+                  and self._read_once(source) and _transparent(source.expression, node))
+        if inward or key.startswith(OUTWARD):
+            return key, column
+        return None if key.startswith(UNION_KEY) else (OUTWARD + key, column)  # nothing comes out of a union
 
     def _through_union(self, source: Scope, name: str):
         """A UNION's output column `name` as (its UNION_KEY, column) where filters and diPs
@@ -547,18 +554,11 @@ class _Analyzer:
             return None
         position, passed = names.index(name), []
         for branch in branches:
-            select = branch.expression
-            if id(branch) not in self.nullable or len(select.expressions) != len(names):
-                return None
-            node = _unparen(select.expressions[position].unalias())
-            found = self._in_scope(branch, node) if isinstance(node, exp.Column) else None
-            if found is None:
-                return None
-            key, column = found
-            if (key.startswith((OUTWARD, UNION_KEY)) or key in self.nullable[id(branch)]
-                    or not _transparent(select, node)):
-                return None
-            passed.append((key, column))
+            projections = branch.expression.expressions
+            found = self._projected(branch, projections[position]) if len(projections) == len(names) else None
+            if found is None or found[0].startswith((OUTWARD, UNION_KEY)):
+                return None  # (a branch that only sends it, or a union inside a branch)
+            passed.append(found)
         if len({column.kind for _, column in passed}) != 1:
             return None  # branches of different types: a literal may read differently in each
         key = self.union_keys.setdefault(id(source), f"{UNION_KEY}{len(self.union_keys)}")

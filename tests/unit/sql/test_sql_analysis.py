@@ -369,7 +369,10 @@ def test_a_union_read_once_takes_filters_and_edges_into_every_branch_and_sends_n
     for sql in ("SELECT count(*) FROM customer c JOIN (SELECT o_custkey AS k FROM orders UNION ALL "
                 "SELECT l_quantity FROM lineitem) u ON c.c_custkey = u.k WHERE u.k < 100",
                 "SELECT count(*) FROM customer c JOIN (SELECT o_custkey AS k FROM orders UNION ALL "
-                "SELECT s_suppkey FROM supplier LIMIT 10) u ON c.c_custkey = u.k WHERE u.k < 100"):
+                "SELECT s_suppkey FROM supplier LIMIT 10) u ON c.c_custkey = u.k WHERE u.k < 100",
+                # (a derived table with a LIMIT over a union: nothing comes out of the union either)
+                "SELECT count(*) FROM customer c JOIN (SELECT u.k FROM (SELECT o_custkey AS k FROM orders "
+                "UNION ALL SELECT s_suppkey FROM supplier) u LIMIT 10) d ON c.c_custkey = d.k WHERE d.k < 100"):
         a = analyze(sql, SCHEMA)
         assert a.edges == () and all(r.table == "customer" for r in a.refs if a.filter(r.key) != TRUE)
 
