@@ -735,7 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
     wd = workload.add_parser("tpcds", help="generate TPC-DS query instances with random parameters")
     wd.add_argument("--per-template", type=int, default=8, help="instances per template (default 8)")
     wd.add_argument("--seed", type=int, default=1)
-    wd.add_argument("--templates", type=_tpcds_templates, help="comma-separated template numbers (default all 35)")
+    wd.add_argument("--templates", type=_tpcds_templates, help="comma-separated template numbers (default all 36)")
     wd.add_argument("--out", required=True, help="the .sql file to write")
     wd.set_defaults(func=cmd_workload_tpcds)
 
@@ -887,7 +887,7 @@ def build_parser() -> argparse.ArgumentParser:
     bd = bench.add_parser("tpcds", help="B2: B1's report on TPC-DS (36 templates joining facts and dimensions)")
     bd.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor, 0.01 to 10 (default 1)")
     bd.add_argument("--seed", type=int, default=1, help="seed of the queries (default 1)")
-    bd.add_argument("--templates", type=_tpcds_templates, help="comma-separated template numbers (default all 35)")
+    bd.add_argument("--templates", type=_tpcds_templates, help="comma-separated template numbers (default all 36)")
     add_b1_arguments(bd, ".layout/bench/tpcds")
     bd.set_defaults(func=cmd_bench_tpcds)
 
