@@ -271,10 +271,13 @@ def cmd_workload_shift(args) -> int:
         for p in r.partitions:
             print(f"  {p.partition or '(unpartitioned)'} v{p.version_id} ({p.optimizer}): {len(p.chosen)} subtrees, "
                   f"{p.blocks_chosen} of {p.blocks} blocks, reward {p.reward:.1f}; "
-                  f"{p.subtrees_evaluated} of {p.subtrees_total} subtrees evaluated")
+                  f"{p.subtrees_evaluated} of {p.subtrees_total} subtrees evaluated; a query reads "
+                  f"{p.reads:.2f} blocks (simulated {p.reads_simulated:.2f}); a full re-layout would save "
+                  f"{p.root_gain:.2f} (noise floor {p.root_noise:.2f}"
+                  + (f" from {p.noise_queries} training queries)" if p.noise_queries else ", no training log)"))
             for c in p.chosen:
                 print(f"    node {c.node_id}: {c.blocks} blocks, reads {c.reads:.2f} -> {c.reads - c.benefit:.2f} "
-                      f"per reference, reward {c.reward:.1f}")
+                      f"per query of the window, reward {c.reward:.1f}")
     return 0
 
 

@@ -21,6 +21,10 @@ GC_DAG = "layout_gc"
 
 # The nightly optimize step's plan, in the run's folder.
 PLAN_FILE = "plan.json"
+# The stored plan's record of the queries a version was laid out for (the workload
+# monitor's noise floor): their SQL, and how many queries the log held in all.
+TRAINING_QUERIES = "training_queries"
+TRAINING_LOG_QUERIES = "training_log_queries"
 # A reorganization run's list of partitions, in its table-wide folder once plan_reorg is done.
 REORG_PLANNED = "reorg_planned.json"
 # <warehouse>/_monitor/<run>/shift.json: the workload monitor's report.

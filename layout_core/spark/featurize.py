@@ -63,15 +63,21 @@ def vector_sample(df: DataFrame, columns: Sequence[str], sample_rows: int) -> Ve
     counts without MTO §4.2's cardinality adjustment."""
     rows = df.count()
     rate = min(1.0, sample_rows / rows) if sample_rows and rows else 1.0
-    sample = df
-    if rate < 1.0:
-        sample = df.where(F.pmod(F.xxhash64(*columns), F.lit(SAMPLE_MODULUS)) < int(rate * SAMPLE_MODULUS))
-    pairs = _pairs(sample)
+    pairs = _pairs(sampled_rows(df, columns, sample_rows, rows))
     if rate < 1.0 and sum(c for _, c in pairs) < MIN_SAMPLE_ROWS:
         log.warning("reduce: a sample of %d rows is too small to estimate block sizes; using all %d rows",
                     sum(c for _, c in pairs), rows)
         pairs = _pairs(df)
     return VectorSample(tuple(k for k, _ in pairs), [c for _, c in pairs], rows)
+
+
+def sampled_rows(df: DataFrame, columns: Sequence[str], sample_rows: int, rows: int) -> DataFrame:
+    """The rows of `df` (of `rows` rows) in a row-hash sample of about `sample_rows` (0: all):
+    the hash of `columns` picks them, so a run picks the same rows as the last."""
+    rate = min(1.0, sample_rows / rows) if sample_rows and rows else 1.0
+    if rate >= 1.0:
+        return df
+    return df.where(F.pmod(F.xxhash64(*columns), F.lit(SAMPLE_MODULUS)) < int(rate * SAMPLE_MODULUS))
 
 
 def _pairs(df: DataFrame) -> list[tuple[str, int]]:

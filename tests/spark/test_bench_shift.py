@@ -64,6 +64,28 @@ def test_recovery_ratios_and_targets():
     assert shift.targets(_result(), target_q=500) == {}  # no such q measured
 
 
+def test_the_root_check_compares_predicted_and_realized_gain_per_window_query():
+    r = _result()
+    r.update({"window_queries": 10, "test_queries": 20, "w": 100.0,
+              "old": {**r["old"], "tables": {"lineitem": 500, "part": 60},
+                      "window": {"tables": {"lineitem": 300, "part": 40}}},
+              "full": {**r["full"], "tables": {"lineitem": 340, "part": 60},
+                       "window": {"tables": {"lineitem": 200, "part": 40}}}})
+    r["partial"]["200"]["reorganized"] = {"lineitem": {"root_gain": 11.0, "root_noise": 0.5},
+                                          "part": {"root_gain": 0.0, "root_noise": 0.0}}
+    check = shift.root_check(r)
+    # lineitem: (300 - 200) / 10 = 10 blocks per window query realized, 11 predicted
+    # and (500 - 340) / 20 = 8 per test query
+    assert check["lineitem"] == {"predicted": 11.0, "noise": 0.5, "realized": 10.0, "ratio": 1.1,
+                                 "realized_test": 8.0}
+    assert check["part"]["ratio"] is None  # nothing realized: no ratio
+    assert check["all"] == {"predicted": 11.0, "realized": 10.0, "ratio": 1.1, "realized_test": 8.0}
+    r["root_check"] = check
+    assert shift.targets(r)["root_prediction"] == {"value": 1.1, "target": 0.2, "met": True, "by": 0.0}
+    r["root_check"] = {"all": {"predicted": 5.0, "realized": 10.0, "ratio": 0.5}}
+    assert shift.targets(r)["root_prediction"] == {"value": 0.5, "target": 0.2, "met": False, "by": 0.3}
+
+
 def test_monotone():
     assert shift.monotone([0, 0, 49, 50]) and shift.monotone([]) and not shift.monotone([0, 0, 49, 46])
 
@@ -177,5 +199,7 @@ def test_the_benchmark_end_to_end_on_two_tables(spark, tmp_path, monkeypatch, ca
     # the unchanged window's reward of 0 was measured (12 lineitem references), not refused as too few
     assert full["unchanged_window"]["tables"]["lineitem"]["references"] >= 10
     assert set(full["targets"]) == {"recovery", "rewritten_fraction", "reoptimize_vs_full",
-                                    "unchanged_window_reward"}
+                                    "unchanged_window_reward", "root_prediction"}
+    # B of lineitem's root is predicted, and the full re-layout's gain on the window measured
+    assert full["root_check"]["lineitem"]["predicted"] > 0 and full["root_check"]["lineitem"]["realized"] > 0
     assert (work / "shift_blocks_read.png").stat().st_size > 0

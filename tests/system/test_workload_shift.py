@@ -7,11 +7,16 @@ import sqlite3
 import numpy as np
 import pytest
 
-from layout_core.algorithms.types import Workload
+from layout_core.algorithms.qdtree import Node
+from layout_core.algorithms.types import VectorCounts, Workload
 from layout_core.base.schema import load_schema
 from layout_core.catalog import ActiveLayout, BlockRecord, QueryRecord, TreeNodeRecord, VersionInfo
 from layout_core.flows.reorg.monitor import asset_extra, report_path
 from layout_core.flows.reorg.shift import ShiftSettings, old_tree, partition_rewards, window_queries
+from layout_core.flows.reorg.simulated_reads import ColumnValues, OutOfSampleGain, References, SampledRows
+from layout_core.flows.reorg.subtree_rewards import SubtreeBenefits
+from layout_core.predicates import Compare
+from layout_core.predicates.model import Column
 from layout_core.workload.history import template_fingerprint
 from tests.helpers.tpch_layouts import lineitem_trained_on_1_to_11, query_history
 
@@ -68,33 +73,56 @@ def test_the_old_tree_comes_from_the_catalog_in_breadth_first_order():
     assert old_tree(pando).whole_partition
 
 
-def test_rewards_pick_the_subtree_whose_queries_a_new_tree_would_serve_better():
-    """Worked by hand. Old tree: leaf 0 = blocks 10, 11; leaf 1 = blocks 12, 13 (100 rows each).
-    One window cut; 4 references, each implies the cut. Rows with bit 1: block 10's and 12's.
+def _two_leaf_partition():
+    """Worked by hand below. Old tree: leaf 0 = blocks 0, 1 and leaf 1 = blocks 2, 3, four
+    sampled rows each (block_rows 4, the whole partition sampled). Block 0 holds x = 1, 5, 2, 6,
+    block 1 3, 7, 4, 8 (interleaved), blocks 2 and 3 x = 11..14 and 15..18. One window cut,
+    x <= 4; vectors are per (block, bit)."""
+    values = [1, 5, 2, 6, 3, 7, 4, 8, 11, 12, 13, 14, 15, 16, 17, 18]
+    block = np.repeat([0, 1, 2, 3], 4)
+    pairs = sorted({(b, int(v <= 4)) for b, v in zip(block, values)})  # (0,0) (0,1) (1,0) (1,1) (2,0) (3,0)
+    vector = np.array([pairs.index((b, int(v <= 4))) for b, v in zip(block, values)])
+    bits = np.array([[bit == 1] for _, bit in pairs])
+    vc = VectorCounts(bits, np.bincount(vector), np.ones(1))
+    sample = SampledRows(vector, block, np.arange(16), {"x": ColumnValues.of(values)})
+    leaf_of_vector = np.array([0 if b < 2 else 1 for b, _ in pairs])
+    root = Node.split(0, Node.leaf(0, np.zeros(0, np.int64), 0), Node.leaf(1, np.zeros(0, np.int64), 0))
+    old = SubtreeBenefits.of(vc, root, Workload(np.ones((1, 1), bool), np.zeros((1, 1), bool)), 4, 1.0,
+                             leaf_of_vector).old
+    return sample, vc, old
 
-    Now every reference reads 10, 11 and 12 (zone maps already skip 13): A(leaf 0) = 2,
-    A(leaf 1) = 1, A(root) = 3. A fresh tree splits on the cut: leaf 0's records become
-    a 1-block leaf read and a 1-block leaf skipped (A' = 1, B = 1); leaf 1's likewise
-    (A' = 1, B = 0); the root's become 200 + 200 rows, 2 blocks read (A' = 2, B = 1).
-    With q/w = 4: R(leaf 0) = 4·1 - 2 = 2, R(leaf 1) = 0 - 2 = -2, R(root) = 4·1 - 4 = 0.
-    The best set is {leaf 0} with reward 2."""
-    nodes = (TreeNodeRecord(0, 0, 400, cut=0, left=1, right=2), TreeNodeRecord(0, 1, 200, leaf_id=0),
-             TreeNodeRecord(0, 2, 200, leaf_id=1))
-    layout = ActiveLayout(_version(), (), (_block(10, 0), _block(11, 0), _block(12, 1), _block(13, 1)), nodes)
-    tree = old_tree(layout)
-    workload = Workload(np.ones((4, 1), bool), np.zeros((4, 1), bool))
+
+def _gain(sample, vc, queries=4):
+    """`queries` references x <= 4, one per query, alternating halves."""
+    at_most_4 = Compare(Column("x", "int"), "<=", 4)
+    refs = References(np.arange(queries), np.ones((queries, 1), bool), np.zeros((queries, 1), bool),
+                      (at_most_4,) * queries, np.ones(queries, bool), queries)
+    return OutOfSampleGain(sample, vc, refs, np.arange(queries) % 2, (np.array([0]), np.array([0])),
+                           np.array([0, 0, 1, 1]), 4, 1.0, 4)
+
+
+def test_rewards_pick_the_subtree_whose_queries_a_new_tree_would_serve_better():
+    """Now each query reads blocks 0 and 1 (both hold x <= 4); blocks 2 and 3 are skipped by
+    their zone maps and bits: A(leaf 0) = 2, A(leaf 1) = 0, A(root) = 2. A tree grown on the
+    other half's queries splits on the cut: leaf 0's 8 rows become 1..4 (read) and 5..8
+    (skipped), B = 1; the root's become 1..4 and 12 rows in 3 blocks, all skipped, B = 1.
+    With q/w = 4: R(leaf 0) = 4·1 - 2 = 2, R(root) = 4·1 - 4 = 0, R(leaf 1) <= 4·0 - 2.
+    The best set is {leaf 0} with reward 2, and every query gains alike, so the bootstrap
+    bound is 2 as well."""
+    sample, vc, old = _two_leaf_partition()
+    blocks = [4, 2, 2]
     for prune in (True, False):
-        plan, benefits, shape = partition_rewards(
-            tree, {10: 4, 11: 4, 12: 4}, 4, ["10|1", "11|0", "12|1", "13|0"], [100] * 4, 400, workload, 100,
-            {10: 100, 11: 100, 12: 100, 13: 100}, ShiftSettings(q=400, w=100, prune=prune))
-        assert shape.blocks == (4, 2, 2) and shape.reads == (3.0, 2.0, 1.0)
-        assert plan.nodes == (1,) and plan.reward == pytest.approx(2.0)
-        assert plan.rewards[1] == pytest.approx(2.0)
+        rewards = partition_rewards(old, blocks, _gain(sample, vc), None, ShiftSettings(q=400, w=100, prune=prune))
+        assert rewards.shape.reads == (2.0, 2.0, 0.0)
+        assert rewards.plan.nodes == (1,) and rewards.plan.reward == pytest.approx(2.0)
+        assert rewards.plan.rewards[0] == pytest.approx(0.0) and rewards.lower_bound == pytest.approx(2.0)
+        assert rewards.significant
+    # The same gain on the layout's own training log is the noise floor: nothing is left.
+    rewards = partition_rewards(old, blocks, _gain(sample, vc), _gain(sample, vc, 6), ShiftSettings(q=400, w=100))
+    assert rewards.plan.nodes == () and rewards.noise[0] == pytest.approx(1.0)
     # q <= w: nothing is worth rewriting, and nothing is computed.
-    plan, _, _ = partition_rewards(tree, {10: 4, 11: 4, 12: 4}, 4, ["10|1", "11|0", "12|1", "13|0"], [100] * 4,
-                                   400, workload, 100, {10: 100, 11: 100, 12: 100, 13: 100},
-                                   ShiftSettings(q=100, w=100))
-    assert plan.nodes == () and plan.evaluated == 0
+    rewards = partition_rewards(old, blocks, _gain(sample, vc), None, ShiftSettings(q=100, w=100))
+    assert rewards.plan.nodes == () and rewards.plan.evaluated == 0 and rewards.lower_bound is None
 
 
 def test_shift_settings_refuse_nonsense():
@@ -135,13 +163,24 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
     with Catalog(url) as catalog:
         same = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(), NOW,
                              query_history(range(1, 12), NOW))
+        # w as `layout calibrate` measures it on local disk (2-4): q/w = 100 would pay for a 1% gain,
+        # and a tree fitted to the window's own literals finds one; out of sample and over the
+        # training log's noise floor, it does not
+        same_cheap_writes = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(w=2), NOW,
+                                          query_history(range(1, 12), NOW))
         shifted = {prune: measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000, prune=prune), NOW,
                                         query_history(range(12, 23), NOW)) for prune in (True, False)}
         tiny = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000), NOW,
                              query_history([6], NOW)[:3])
+        # twelve runs of one query: enough references, but all in one half
+        repeated = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000), NOW,
+                                 query_history([6], NOW)[:1] * 12)
     assert same.reward == 0 and not same.reorganize and same.references > 50
+    assert same_cheap_writes.reward == 0, same_cheap_writes.reason
     (part,) = same.partitions
     assert part.chosen == () and part.blocks == 50 and 0 < part.reads < 50
+    # the training log recorded in the layout's plan gave the noise floor
+    assert part.noise_queries > 50 and 0 < part.reads_simulated < 50
 
     pruned, full = shifted[True], shifted[False]
     assert pruned.reorganize and pruned.reward > 0
@@ -155,6 +194,8 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
         assert 0 < c.benefit <= c.reads <= c.blocks and c.reward == pytest.approx(50 * c.benefit - c.blocks)
 
     assert tiny.partitions == () and "too few" in tiny.reason
+    (alone,) = repeated.partitions
+    assert repeated.reward == 0 and "one half" in alone.reason
 
 
 @pytest.mark.slow

@@ -42,6 +42,8 @@ class Features:
     cuts: tuple[CutEntry, ...]
     workload: dict  # optimizers.base.WorkloadSummary.to_json()
     log: dict  # numbers of the query log (queries, parsed, failed, on this table)
+    # The log's queries that read the table: the workload monitor's noise floor (`reorg.shift`).
+    training_sql: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from layout_core.algorithms.qdtree import Node, breadth_first, leaf_blocks, leav
 from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import BlockRecord, Catalog, CatalogError
-from layout_core.flows.names import REORG_PLANNED, REORG_STEPS
+from layout_core.flows.names import REORG_PLANNED, REORG_STEPS, TRAINING_LOG_QUERIES, TRAINING_QUERIES
 from layout_core.flows.nightly.artifacts import CutEntry
 from layout_core.flows.reorg.shift import PartitionModel, ShiftSettings, default_w, measure_shift, old_tree
 from layout_core.optimizers import CandidateCut
@@ -97,6 +97,9 @@ class ReorgPlan:
     sort_columns: tuple[str, ...]
     expected_block_rows: tuple[float, ...]
     input_fingerprint: str  # the base version's ("" if it has none): the partition's rows do not change
+    # The window's queries on the table and its analyzed queries: the new version's training log.
+    training_sql: tuple[str, ...] = ()
+    training_log_queries: int = 0
 
     @property
     def n_blocks(self) -> int:
@@ -202,7 +205,8 @@ def _partition_plan(table: TableSchema, shift, model: PartitionModel) -> ReorgPl
     return ReorgPlan(table.name, version.partition, version.version_id, model.optimizer,
                      {k_: v for k_, v in model.settings.items() if isinstance(v, (int, float, str, bool))},
                      k, cuts, tuple(subtrees), tuple(order), tuple(expected),
-                     str(version.params.get("input_fingerprint", "")))
+                     str(version.params.get("input_fingerprint", "")), tuple(model.window_sql),
+                     model.window_queries)
 
 
 def _source_versions(cut, model: PartitionModel) -> tuple[tuple[str, int], ...]:
@@ -385,7 +389,9 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
     plan_json = {"optimizer": plan.optimizer, "reorganized_from": plan.replaces,
                  "subtrees": [{"node": s.node_id, "old_leaves": list(s.old_leaves), "reward": s.reward}
                               for s in plan.subtrees],
-                 "expected_block_rows": list(plan.expected_block_rows), "tree": tree_to_json(root)}
+                 "expected_block_rows": list(plan.expected_block_rows), "tree": tree_to_json(root),
+                 # the workload monitor's noise floor for this version is the window it was made for
+                 TRAINING_QUERIES: list(plan.training_sql), TRAINING_LOG_QUERIES: plan.training_log_queries}
     publish(catalog, version, "activate_reorg", cuts=cuts, plan=plan_json, trees=node_records(0, root),
             blocks=blocks, input_fingerprint=plan.input_fingerprint or None, replaces=plan.replaces)
     new_blocks = len(blocks) - (len(layout.blocks) - len(moved))

@@ -6,16 +6,26 @@ R(T) = (q / w) · B(T, Q) - C(T) and `reorg.optimal_set` picks the best set of
 non-overlapping subtrees. Nothing is written: the data is only read.
 
 * C(T): the catalog's non-empty blocks under T (what rewriting T costs);
-* A(T): the blocks of T the router reads for an average reference of Q to
-  the table now (zone maps and cuts included; diPs off, they depend on the
-  other tables), from routing every window query against the active layouts;
-* B(T) = max(0, A(T) - A(T')), where T' is a greedy qd-tree grown for Q on
-  T's records (`reorg.subtree_rewards`: a sample of the layout's rows,
-  featurized against the cuts the version's optimizer picks from Q, each
-  record placed in its block's leaf).
+* B(T, Q): blocks a query of the window reads less after T's records are
+  re-laid out by T', a qd-tree grown for the window (the paper's unit: per
+  query of the window, a query that does not read the table counting 0).
+  T and T' are judged alike, by the router's rules on blocks simulated from
+  a row sample of the layout (`reorg.simulated_reads`), and out of sample:
+  T' grown on one half of the window's queries is judged on the other half,
+  both ways, so a tree that only fits the window's literals gains nothing;
+* the noise floor: the same B measured on the layout's own training log
+  (recorded in its plan), which no shift separates from the layout. B is
+  the window's B less the floor, and the best set is kept only when its
+  reward stays positive at the bootstrap's 5% quantile over the window's
+  queries;
+* A(T): the blocks of T a query of the window reads now, the bound of B
+  that prunes the search; the report also gives A of the root as the router
+  reads the real blocks (`reads`), beside the simulated one.
 
-A layout without a qd-tree (sortkey, zorder, fineblock, Pando's k trees) is
-one subtree: the whole partition is re-laid out, or nothing.
+The new subtree the reorganization writes is grown on the whole window
+(`reorg.subtree_rewards.SubtreeBenefits.new_subtree`). A layout without a
+qd-tree (sortkey, zorder, fineblock, Pando's k trees) is one subtree: the
+whole partition is re-laid out, or nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from pyspark.sql import functions as F
 
 from layout_core.algorithms.qdtree import Node, leaves
 from layout_core.algorithms.types import VectorCounts, unpack_bit_strings
@@ -36,14 +45,28 @@ from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import ActiveLayout, CatalogSnapshot, QueryRecord, TreeNodeRecord
 from layout_core.catalog.records import tree_roots
+from layout_core.flows.names import TRAINING_LOG_QUERIES, TRAINING_QUERIES
 from layout_core.flows.reorg.calibrate import calibrated_w
 from layout_core.flows.reorg.optimal_set import SubtreeShape, optimal_set
-from layout_core.flows.reorg.subtree_rewards import SubtreeBenefits
+from layout_core.flows.reorg.simulated_reads import (
+    ColumnValues,
+    OutOfSampleGain,
+    References,
+    SampledRows,
+    bootstrap_lower_bound,
+    query_halves,
+    writer_rank,
+)
+from layout_core.flows.reorg.subtree_rewards import OldSubtrees, SubtreeBenefits, min_leaf_rows
 from layout_core.optimizers import TableQueries, get_optimizer
+from layout_core.optimizers.base import sort_columns
+from layout_core.predicates import atoms
+from layout_core.predicates.reasoning import satisfiable
 from layout_core.runs.sources import active_sources, source_frames
 from layout_core.skipping.router import RoutingIndex, route_query
-from layout_core.spark.featurize import path_tables, usable_cuts, vector_sample, with_vectors
+from layout_core.spark.featurize import path_tables, sampled_rows, usable_cuts, with_vectors
 from layout_core.sql.analysis import QueryAnalysis, QueryError, analyze
+from layout_core.workload.tree_inputs import workload_matrices
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +117,11 @@ class Window:
     unparsable: int = 0  # skipped: not SQL we can parse
     unknown: int = 0  # skipped: name a table or column the schema no longer has
     other_tables: int = 0  # analyzed, but do not read the table
+
+    @property
+    def analyzed(self) -> int:
+        """Queries of the window that analyzed, whichever tables they read: the unit of B."""
+        return len(self.analyses) + self.other_tables
 
     @property
     def references(self) -> int:
@@ -174,9 +202,10 @@ class ChosenSubtree:
     node_id: int  # catalog node id of the subtree's root (0 for a whole partition)
     leaves: tuple[int, ...]
     blocks: int  # C
-    reads: float  # A
-    benefit: float  # B
+    reads: float  # A: blocks a query of the window reads in the subtree now (simulated)
+    benefit: float  # B: out of sample, less the noise floor
     reward: float  # R
+    noise: float = 0.0  # the noise floor subtracted from B
 
 
 @dataclass(frozen=True)
@@ -186,7 +215,7 @@ class PartitionShift:
     optimizer: str
     whole_partition: bool
     blocks: int
-    reads: float  # A(root): blocks an average reference reads now
+    reads: float  # A(root): blocks a query of the window reads now, by the router on the real blocks
     chosen: tuple[ChosenSubtree, ...]
     reward: float
     subtrees_evaluated: int
@@ -194,6 +223,11 @@ class PartitionShift:
     reason: str
     seconds: float = 0.0
     bound_violations: int = 0  # subtrees whose greedy B broke MTO's property 2 (pruning may miss a set)
+    reads_simulated: float = 0.0  # A(root) judged on blocks simulated from the sample (what B uses)
+    noise_queries: int = 0  # training queries the noise floor was measured on (0: none recorded)
+    lower_bound: float | None = None  # the chosen set's reward at the bootstrap's 5% quantile
+    root_gain: float = 0.0  # B of the root (before the noise floor): what a full re-layout would save
+    root_noise: float = 0.0  # the noise floor of the root
 
     @property
     def blocks_chosen(self) -> int:
@@ -202,58 +236,71 @@ class PartitionShift:
     def to_json(self) -> dict:
         return {"partition": self.partition, "version": self.version_id, "optimizer": self.optimizer,
                 "whole_partition": self.whole_partition, "blocks": self.blocks, "reads": round(self.reads, 3),
-                "reward": round(self.reward, 3), "blocks_chosen": self.blocks_chosen,
-                "subtrees_evaluated": self.subtrees_evaluated, "subtrees_total": self.subtrees_total,
-                "reason": self.reason, "seconds": round(self.seconds, 3),
-                "bound_violations": self.bound_violations,
+                "reads_simulated": round(self.reads_simulated, 3), "reward": round(self.reward, 3),
+                "blocks_chosen": self.blocks_chosen, "subtrees_evaluated": self.subtrees_evaluated,
+                "subtrees_total": self.subtrees_total, "reason": self.reason, "seconds": round(self.seconds, 3),
+                "bound_violations": self.bound_violations, "noise_queries": self.noise_queries,
+                "lower_bound": None if self.lower_bound is None else round(self.lower_bound, 3),
+                "root_gain": round(self.root_gain, 4), "root_noise": round(self.root_noise, 4),
                 "chosen": [{"node": c.node_id, "leaves": list(c.leaves), "blocks": c.blocks,
-                            "reads": round(c.reads, 3), "benefit": round(c.benefit, 3),
+                            "reads": round(c.reads, 3), "benefit": round(c.benefit, 3), "noise": round(c.noise, 3),
                             "reward": round(c.reward, 3)} for c in self.chosen]}
 
 
-def partition_rewards(tree: OldTree, reads_per_block: dict[int, int], references: int, keys: Sequence[str],
-                      counts: Sequence[int], rows: int, workload, block_rows: int,
-                      block_sizes: dict[int, int], settings: ShiftSettings) -> tuple:
-    """(the optimal set as a `Reorganization`, the `SubtreeBenefits`, the `SubtreeShape`
-    with C and A) for one partition.
+def partition_rewards(subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
+                      training: OutOfSampleGain | None, settings: ShiftSettings) -> "PartitionRewards":
+    """The optimal set of one partition's subtrees, judged out of sample (`reorg.simulated_reads`).
 
-    keys: "<block id>|<bit string>" of the sampled records (bits of the
-    window's cuts), counts: their sampled rows, rows: the partition's rows;
-    reads_per_block: per block id, how many references of the window read it;
-    block_sizes: per block id, its rows (blocks of 0 rows cost nothing)."""
+    subtrees: the old tree's nodes (children, leaves, vc vectors under each);
+    blocks: C per node, from the catalog; window: the window's gains per
+    query; training: the same on the layout's own training log, the noise
+    floor (None: not recorded). B(T) = max(0, B_window(T) - B_training(T)),
+    each a mean over its log's queries; A(T), the bound B cannot pass, is what
+    the window reads of T now on the simulated blocks.
 
-    m = workload.m
-    blocks_of_key = np.array([int(k.split("|", 1)[0]) for k in keys], dtype=np.int64)
-    vectors = unpack_bit_strings([k.split("|", 1)[1] for k in keys], m) if keys else np.zeros((0, m), bool)
-    vc = VectorCounts(vectors, np.asarray(counts, dtype=np.int64), np.ones(m))
-    leaf_of_vector = np.array([tree.leaf_of_block[b] for b in blocks_of_key.tolist()], dtype=np.int64)
-    sampled = int(vc.counts.sum())
-    scale = rows / sampled if sampled else 1.0
-    benefits = SubtreeBenefits.of(vc, tree.root, workload, block_rows, scale, leaf_of_vector)
-
-    # C and A from the catalog's blocks and the router, per leaf, then summed up the tree.
-    n_leaves = len(list(leaves(tree.root)))
-    leaf_blocks = np.zeros(n_leaves, dtype=np.int64)
-    leaf_reads = np.zeros(n_leaves, dtype=np.float64)
-    for block, leaf in tree.leaf_of_block.items():
-        if block_sizes.get(block, 0) > 0:
-            leaf_blocks[leaf] += 1
-            leaf_reads[leaf] += reads_per_block.get(block, 0)
-    leaf_reads /= max(1, references)
-    old = benefits.old
-    blocks, reads = [0] * len(old), [0.0] * len(old)
-    for i in reversed(range(len(old))):
-        if old.children[i] is None:
-            blocks[i], reads[i] = int(leaf_blocks[old.nodes[i].leaf_id]), float(leaf_reads[old.nodes[i].leaf_id])
-        else:
-            left, right = old.children[i]
-            blocks[i], reads[i] = blocks[left] + blocks[right], reads[left] + reads[right]
-    shape = SubtreeShape(old.children, tuple(blocks), tuple(min(r, b) for r, b in zip(reads, blocks)))
+    The set is kept only when its reward is positive at the bootstrap's 5%
+    quantile over the window's queries: a reward that resampling the window
+    can take to 0 is noise, not shift."""
+    queries = window.refs.queries
+    leaf_ids = [tuple(sorted(leaf.leaf_id for leaf in leaves(node))) for node in subtrees.nodes]
+    # per query: a query reading the table twice (a self-join) reads a subtree twice
+    reads = tuple(float(window.reads_now(ids).sum()) / queries for ids in leaf_ids)
+    gains: dict[int, np.ndarray] = {}
+    noise: dict[int, float] = {}
 
     def benefit(i: int) -> float:
-        return max(0.0, shape.reads[i] - benefits.reads_after(i))
+        members = subtrees.vector_indices(i)
+        gains[i] = window.per_query(members, leaf_ids[i])
+        noise[i] = (max(0.0, float(training.per_query(members, leaf_ids[i]).sum()) / training.refs.queries)
+                    if training is not None else 0.0)
+        return max(0.0, float(gains[i].sum()) / queries - noise[i])
 
-    return optimal_set(shape, benefit, settings.q, settings.w, prune=settings.prune), benefits, shape
+    shape = SubtreeShape(subtrees.children, tuple(int(b) for b in blocks), reads)
+    plan = optimal_set(shape, benefit, settings.q, settings.w, prune=settings.prune)
+    if 0 not in gains:  # the root's B is reported whatever the search visited
+        benefit(0)
+    lower = None
+    if plan.nodes:
+        ratio = settings.q / settings.w
+        chosen_gain = sum(gains[i] for i in plan.nodes)
+        floor = sum(noise[i] for i in plan.nodes)
+        cost = sum(shape.blocks[i] for i in plan.nodes)
+        lower = bootstrap_lower_bound(chosen_gain, lambda mean: ratio * (mean - floor) - cost)
+    return PartitionRewards(plan, shape, leaf_ids, noise, lower, float(gains[0].sum()) / queries)
+
+
+@dataclass(frozen=True)
+class PartitionRewards:
+    plan: Any  # optimal_set.Reorganization
+    shape: SubtreeShape
+    leaf_ids: list  # per node, the old leaf ids under it
+    noise: dict  # per evaluated node, its noise floor
+    lower_bound: float | None  # the chosen set's reward at the bootstrap's 5% quantile
+    root_gain: float = 0.0  # the window's B of the root before the noise floor: a full re-layout's gain
+
+    @property
+    def significant(self) -> bool:
+        return self.lower_bound is not None and self.lower_bound > 0
 
 
 # ---------------------------------------------------------------------------
@@ -274,6 +321,8 @@ class PartitionModel:
     source_versions: dict  # table -> the active version ids `frames` were read from
     workload: Any  # PlanWorkload of the window against `cuts`
     benefits: SubtreeBenefits | None  # None when the partition had no rows or no cuts
+    window_sql: tuple[str, ...] = ()  # the window's queries on the table: the new version's training log
+    window_queries: int = 0  # every analyzed query of the window
 
 
 @dataclass(frozen=True)
@@ -377,68 +426,224 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
     optimizer = version.optimizer if version.optimizer in TREE_OPTIMIZERS else DEFAULT_REOPTIMIZER
     params = version.params if version.optimizer in TREE_OPTIMIZERS else {
         "block_rows": version.params.get("block_rows")}
-    keys, counts, rows, cuts, (frames, sources), summary, resolved = _records(
-        spark, catalog, schema, snapshot, layout, table, window, optimizer, params, settings)
-    workload, block_rows = summary.matrices(len(cuts)), resolved["block_rows"]
+    training = training_log(catalog, schema, layout)
+    inputs = _partition_inputs(spark, catalog, schema, snapshot, layout, table, tree, window, training, optimizer,
+                               params, settings)
     sizes = {b.block_id: b.row_count for b in layout.blocks}
     n_blocks = sum(1 for s in sizes.values() if s > 0)
-    a_root = sum(reads.get(b, 0) for b, s in sizes.items() if s > 0) / max(1, window.references)
+    a_root = sum(reads.get(b, 0) for b, s in sizes.items() if s > 0) / max(1, window.analyzed)
+    noise_queries = training.queries if training is not None and inputs.training_gain is not None else 0
 
-    def result(chosen, reward, evaluated, total, reason, violations=0) -> PartitionShift:
+    def result(chosen, reward, evaluated, total, reason, violations=0, rewards=None) -> PartitionShift:
+        extra = (rewards.lower_bound, rewards.root_gain, rewards.noise.get(0, 0.0)) if rewards else (None, 0.0, 0.0)
         return PartitionShift(version.partition, version.version_id, version.optimizer, tree.whole_partition,
                               n_blocks, a_root, tuple(chosen), reward, evaluated, total, reason,
-                              time.monotonic() - started, violations)
+                              time.monotonic() - started, violations, inputs.reads_simulated, noise_queries, *extra)
 
     def model(benefits) -> PartitionModel:
-        return PartitionModel(layout, tree, optimizer, resolved, tuple(cuts), frames, sources, summary, benefits)
+        return PartitionModel(layout, tree, optimizer, inputs.resolved, inputs.cuts[:inputs.window_cuts],
+                              inputs.frames, inputs.sources, inputs.summary, benefits, window.sql, window.analyzed)
 
-    if not keys or workload.m == 0:
+    if inputs.sample is None or inputs.window_cuts == 0:
         return result((), 0.0, 0, len(tree.node_ids),
-                      "the partition has no rows" if not keys else "the window's queries give no cuts on this table"
-                      ), model(None)
-    plan, benefits, shape = partition_rewards(tree, reads, window.references, keys, counts, rows, workload,
-                                              block_rows, sizes, settings)
-    chosen = [ChosenSubtree(tree.node_ids[i], tuple(sorted(leaf.leaf_id for leaf in leaves(benefits.old.nodes[i]))),
-                            shape.blocks[i], shape.reads[i],
-                            (plan.rewards[i] + shape.blocks[i]) * settings.w / settings.q, plan.rewards[i])
-              for i in plan.nodes]
-    log.info("%s %s v%d: %d cuts from the window, %d of %d subtrees evaluated; %s",
-             table.name, version.partition or "(unpartitioned)", version.version_id, len(cuts),
+                      "the window's queries give no cuts on this table" if inputs.window_cuts == 0
+                      else "the partition has no rows"), model(None)
+    block_rows, m = inputs.resolved["block_rows"], inputs.window_cuts
+    window_vc = VectorCounts(inputs.vc.vectors[:, :m], inputs.vc.counts, np.ones(m))
+    benefits = SubtreeBenefits.of(window_vc, tree.root, inputs.summary.matrices(m), block_rows, inputs.scale,
+                                  inputs.leaf_of_vector)
+    if not inputs.window_gain.both_halves:
+        return result((), 0.0, 0, len(tree.node_ids),
+                      "the window's references to the table all fall in one half of its queries: a new layout "
+                      "cannot be judged out of sample; no reorganization"), model(benefits)
+    rewards = partition_rewards(benefits.old, _subtree_blocks(benefits.old, tree, sizes), inputs.window_gain,
+                                inputs.training_gain, settings)
+    plan, shape = rewards.plan, rewards.shape
+    log.info("%s %s v%d: %d cuts from the window (%d featurized), %d of %d subtrees evaluated; %s",
+             table.name, version.partition or "(unpartitioned)", version.version_id, m, len(inputs.cuts),
              plan.evaluated, plan.considered, plan.reason)
-    reason = plan.reason + (" (no qd-tree: the whole partition or nothing)" if tree.whole_partition else "")
-    return (result(chosen, plan.reward, plan.evaluated, plan.considered, reason, len(plan.bound_violations)),
-            model(benefits))
+    whole = " (no qd-tree: the whole partition or nothing)" if tree.whole_partition else ""
+    if plan.nodes and not rewards.significant:
+        return result((), 0.0, plan.evaluated, plan.considered,
+                      f"the best set's reward {plan.reward:.1f} falls to {rewards.lower_bound:.1f} at the "
+                      f"bootstrap's 5% quantile over the window's queries: not told apart from noise; no "
+                      f"reorganization{whole}", len(plan.bound_violations), rewards), model(benefits)
+    chosen = [ChosenSubtree(tree.node_ids[i], rewards.leaf_ids[i], shape.blocks[i], shape.reads[i],
+                            (plan.rewards[i] + shape.blocks[i]) * settings.w / settings.q, plan.rewards[i],
+                            rewards.noise.get(i, 0.0))
+              for i in plan.nodes]
+    return (result(chosen, plan.reward, plan.evaluated, plan.considered, plan.reason + whole,
+                   len(plan.bound_violations), rewards), model(benefits))
 
 
-def _records(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: ActiveLayout, table: TableSchema,
-             window: Window, optimizer: str, params: dict[str, Any], settings: ShiftSettings):
-    """The layout's rows (a sample) featurized against the cuts `optimizer` picks
-    from the window, keyed "<block id>|<bits>": (keys, counts, rows, cuts,
-    (dimension frames, their versions), the window's PlanWorkload, the
-    optimizer's resolved settings)."""
+def _subtree_blocks(old: OldSubtrees, tree: OldTree, sizes: dict[int, int]) -> list[int]:
+    """C per node of `old`: the catalog's blocks with rows under it."""
+    leaf_blocks_ = Counter(tree.leaf_of_block[b] for b, rows in sizes.items() if rows > 0)
+    blocks = [0] * len(old)
+    for i in reversed(range(len(old))):
+        if old.children[i] is None:
+            blocks[i] = leaf_blocks_.get(old.nodes[i].leaf_id, 0)
+        else:
+            left, right = old.children[i]
+            blocks[i] = blocks[left] + blocks[right]
+    return blocks
 
 
+# ---------------------------------------------------------------------------
+# The training log and the sampled rows
+
+
+@dataclass(frozen=True)
+class QueryLog:
+    """Queries of a log that read one table, analyzed; `queries`: every analyzed query of the log."""
+
+    sql: tuple[str, ...]
+    analyses: tuple[QueryAnalysis, ...]
+    queries: int
+
+
+def training_log(catalog, schema: Schema, layout: ActiveLayout) -> QueryLog | None:
+    """The queries the layout was made for, from its stored plan (None when the plan has none:
+    a version laid out before they were recorded, or without a log). Queries that no longer
+    analyze under the current schema are left out."""
+    plan = catalog.plan(layout.version.version_id) or {}
+    sql = plan.get(TRAINING_QUERIES) or ()
+    kept = []
+    for text in sql:
+        try:
+            analysis = analyze(text, schema)
+        except QueryError:
+            continue
+        if analysis.refs_of_table(layout.version.table):
+            kept.append((text, analysis))
+    if not kept:
+        return None
+    total = max(len(kept), int(plan.get(TRAINING_LOG_QUERIES) or 0))
+    return QueryLog(tuple(t for t, _ in kept), tuple(a for _, a in kept), total)
+
+
+@dataclass(frozen=True, eq=False)
+class PartitionInputs:
+    """What one partition's rewards are computed from (`_partition_inputs`)."""
+
+    cuts: tuple  # every featurized CandidateCut: the window's first
+    window_cuts: int  # how many of `cuts` the window's queries chose (what a new subtree may use)
+    frames: dict
+    sources: dict
+    summary: Any  # PlanWorkload of the window against its cuts
+    resolved: dict
+    scale: float = 1.0  # the partition's rows / sampled rows
+    sample: SampledRows | None = None  # None: the partition has no rows
+    vc: VectorCounts | None = None  # the sample's (block, bits) pairs, bits of every cut
+    leaf_of_vector: np.ndarray | None = None
+    window_gain: OutOfSampleGain | None = None
+    training_gain: OutOfSampleGain | None = None  # None: no training log, or one half without the table
+
+    @property
+    def reads_simulated(self) -> float:
+        if self.window_gain is None:
+            return 0.0
+        leaves_ = np.unique(self.window_gain.block_leaf)
+        return float(self.window_gain.reads_now(leaves_).sum()) / self.window_gain.refs.queries
+
+
+def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: ActiveLayout,
+                      table: TableSchema, tree: OldTree, window: Window, training: QueryLog | None,
+                      optimizer: str, params: dict[str, Any], settings: ShiftSettings) -> PartitionInputs:
+    """Cuts chosen from the window (and, for the held-out halves, from each half and from the
+    training log), and a row sample of the layout featurized against all of them."""
     chosen = get_optimizer(optimizer)
     resolved = chosen.resolve({k: v for k, v in params.items() if v is not None
                                and k in {s.name for s in chosen.settings}})
-    queries = TableQueries(table.name, window.analyses, schema.key_hops())
-    cuts = chosen.choose_cuts(queries, resolved)
-    induced = set().union(*map(path_tables, cuts)) if cuts else set()
+    key_hops = schema.key_hops()
+
+    def cuts_of(analyses) -> list:
+        return chosen.choose_cuts(TableQueries(table.name, tuple(analyses), key_hops), resolved)
+
+    logs = {"window": QueryLog(window.sql, window.analyses, window.analyzed)}
+    if training is not None:
+        logs["training"] = training
+    halves = {name: np.resize(query_halves(q.sql), q.queries) if q.sql else np.zeros(q.queries, np.int64)
+              for name, q in logs.items()}
+    window_cuts = cuts_of(window.analyses)
+    half_cuts = {(name, h): cuts_of(a for a, side in zip(q.analyses, halves[name]) if side == h)
+                 for name, q in logs.items() for h in (0, 1)}
+    extra = [c for c in ([*cuts_of(training.analyses)] if training else []) + [c for cs in half_cuts.values()
+                                                                                 for c in cs]]
+    induced = set().union(*map(path_tables, window_cuts + extra)) if window_cuts or extra else set()
     frames, sources = {}, {}
     if induced:
-        sources = active_sources(catalog, induced)
-        frames = source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
-    dimensions = (frames, {t: sources[t]["versions"] for t in sources})
-    cuts = usable_cuts(table.name, cuts, frames)
-    summary = queries.summary(cuts, table)
+        found = active_sources(catalog, induced)
+        frames = source_frames(spark, schema, {t: found[t]["paths"] for t in found})
+        sources = {t: found[t]["versions"] for t in found}
+    window_cuts = usable_cuts(table.name, window_cuts, frames)
+    seen = {c.predicate for c in window_cuts}
+    cuts = list(window_cuts)
+    for c in usable_cuts(table.name, extra, frames):
+        if c.predicate not in seen:
+            seen.add(c.predicate)
+            cuts.append(c)
+    queries = TableQueries(table.name, window.analyses, key_hops)
+    summary = queries.summary(window_cuts, table)
+    base = PartitionInputs(tuple(cuts), len(window_cuts), frames, sources, summary, resolved)
     paths = [b.path for b in layout.blocks if b.row_count > 0]
-    if not paths:
-        return [], [], 0, cuts, dimensions, summary, resolved
+    if not paths or not window_cuts:
+        return base
+
+    order = sort_columns(table, summary, resolved.get("sort_column", ""), resolved.get("leaf_order", "range"))
+    filtered = {c for q in logs.values() for a in q.analyses for ref in a.refs_of_table(table.name)
+                for atom in atoms(a.filter(ref.key)) for c in atom.columns()}
+    columns = sorted((filtered | set(order)) & set(table.column_names))
     location = snapshot.tables[table.name].location
     rows = spark.read.option("basePath", location).parquet(*paths).select(*table.column_names, BLOCK_ID_COLUMN)
     flagged = with_vectors(rows, cuts, frames)
-    # The block rides in the vector's key, so the sample's pairs are per (block, vector).
-    keyed = flagged.withColumn(VECTOR_COLUMN, F.concat_ws("|", F.col(BLOCK_ID_COLUMN).cast("string"),
-                                                          F.col(VECTOR_COLUMN)))
-    sample = vector_sample(keyed, table.column_names, settings.sample_rows)
-    return list(sample.keys), sample.counts.tolist(), sample.rows, cuts, dimensions, summary, resolved
+    total_rows = sum(b.row_count for b in layout.blocks)
+    picked = sampled_rows(flagged, table.column_names, settings.sample_rows, total_rows)
+    records = picked.select(BLOCK_ID_COLUMN, VECTOR_COLUMN, *columns).collect()
+    if not records:
+        return base
+
+    block_index = {b.block_id: i for i, b in enumerate(layout.blocks)}
+    keys = [f"{r[0]}|{r[1]}" for r in records]
+    unique_keys, vector_of_row = np.unique(np.array(keys, dtype=object), return_inverse=True)
+    m = len(cuts)
+    vc = VectorCounts(unpack_bit_strings([k.split("|", 1)[1] for k in unique_keys], m),
+                      np.bincount(vector_of_row).astype(np.int64), np.ones(m))
+    key_block = [int(k.split("|", 1)[0]) for k in unique_keys]
+    values = {c: ColumnValues.of([r[2 + j] for r in records]) for j, c in enumerate(columns)}
+    sample = SampledRows(vector_of_row.astype(np.int64), np.array([block_index[int(r[0])] for r in records]),
+                         writer_rank([values[c] for c in order]), values)
+    scale = total_rows / len(records)
+    block_leaf = np.array([tree.leaf_of_block[b.block_id] for b in layout.blocks], dtype=np.int64)
+    predicates = [c.predicate for c in cuts]
+    position = {c.predicate: j for j, c in enumerate(cuts)}
+    leaf_rows = min_leaf_rows(resolved["block_rows"], scale)
+
+    def gain(name: str) -> OutOfSampleGain:
+        q = logs[name]
+        refs = _references(q, table.name, key_hops, predicates)
+        allowed = tuple(np.array(sorted({position[c.predicate] for c in half_cuts[(name, h)]
+                                         if c.predicate in position}), dtype=np.int64) for h in (0, 1))
+        return OutOfSampleGain(sample, vc, refs, halves[name], allowed, block_leaf, resolved["block_rows"], scale,
+                               leaf_rows)
+
+    window_gain = gain("window")
+    training_gain = gain("training") if training is not None else None
+    if training_gain is not None and not training_gain.both_halves:
+        training_gain = None
+    return PartitionInputs(tuple(cuts), len(window_cuts), frames, sources, summary, resolved, scale, sample, vc,
+                           np.array([tree.leaf_of_block[b] for b in key_block], dtype=np.int64), window_gain,
+                           training_gain)
+
+
+def _references(queries: QueryLog, table: str, key_hops, cuts: Sequence) -> References:
+    """The log's references to `table` as the router sees them, against `cuts`."""
+    matrices = workload_matrices(queries.analyses, table, key_hops, cuts)
+    query, filters, sat = [], [], []
+    for index, a in enumerate(queries.analyses):
+        for ref in a.refs_of_table(table):
+            query.append(index)
+            filters.append(a.filter(ref.key))
+            sat.append(satisfiable(a.predicate(ref.key, key_hops)))
+    return References(np.array(query, dtype=np.int64), matrices.implies, matrices.disjoint, tuple(filters),
+                      np.array(sat, dtype=bool), queries.queries)

@@ -62,7 +62,7 @@ from layout_core.algorithms.qdtree import (
 )
 from layout_core.algorithms.types import VectorCounts, Workload
 
-__all__ = ["OldSubtrees", "old_subtrees", "SubtreeBenefits", "min_leaf_rows"]
+__all__ = ["OldSubtrees", "old_subtrees", "SubtreeBenefits", "min_leaf_rows", "reindexed_tree"]
 
 
 def min_leaf_rows(block_rows: int, scale: float) -> int:
@@ -170,7 +170,7 @@ class SubtreeBenefits:
         members = self.old.vector_indices(self._checked(node_index))
         subset = VectorCounts(self.vc.vectors[members], self.vc.counts[members], self.vc.weights)
         tree = greedy_tree(subset, self.workload, min_leaf_rows(self.block_rows, self.scale), objective="router")
-        return _reindexed(tree, members)
+        return reindexed_tree(tree, members)
 
     def reads_after(self, node_index: int) -> float:
         """Blocks of T' an average query of the window reads (A of the new subtree)."""
@@ -239,11 +239,11 @@ def _with_leaf_vectors(root: Node, vc: VectorCounts, leaf_of_vector: np.ndarray)
     return rebuild(root)
 
 
-def _reindexed(tree: Node, members: np.ndarray) -> Node:
+def reindexed_tree(tree: Node, members: np.ndarray) -> Node:
     """`tree` grown on vc restricted to `members`, with leaves holding vc's own vector indices."""
     if tree.is_leaf:
         return Node.leaf(tree.leaf_id, members[tree.vector_indices], tree.rows)
-    return Node.split(tree.cut, _reindexed(tree.left, members), _reindexed(tree.right, members))
+    return Node.split(tree.cut, reindexed_tree(tree.left, members), reindexed_tree(tree.right, members))
 
 
 def _leaf_costs(vc: VectorCounts, root: Node, workload: Workload, block_rows: int,

@@ -1,0 +1,341 @@
+"""B(T, Q) judged fairly: blocks read by the router's rules on blocks simulated from a row sample.
+
+MTO §5.1.2's benefit B(T, Q) compares the blocks an average query of the
+window Q reads on the subtree T as it is written with those it would read
+on T', a qd-tree grown for Q over T's records. Both sides are judged the
+same way here, so B measures layouts and not estimators:
+
+* blocks come from a sample of the partition's rows, formed as the writer
+  forms them. T: each sampled row stays in its real block. T': each leaf's
+  rows in the writer's order (the optimizer's sort columns), cut into
+  max(1, rows x scale // block_rows) equal ranges (`leaf_blocks`);
+* every block gets the statistics the writer would give it, from its
+  sampled rows: union and all bits of the cuts, and per filtered column its
+  minimum, maximum and NULL count;
+* a reference reads a block unless the router's rules skip it: its
+  predicate is never TRUE, the zone maps prove no row matches its table
+  filter (`zonemaps.might_match_blocks`), or it implies a cut no row of the
+  block has or is disjoint with a cut every row has (`router.cut_verdict`).
+
+Range sets and the old tree's path are left out on both sides: the sample
+cannot give the writer's range sets, and T' has no path under the old cuts.
+
+Out of sample (`OutOfSampleGain`): the window's references are split in two
+halves by query; T' is grown on one half's references, with the cuts chosen
+from that half's queries only, and judged on the other half's, both ways.
+A tree grown and judged on the same queries fits their literals, and an
+unchanged workload would look shifted. The unit is the paper's: blocks per
+query of the window (a query that does not read the table reads 0 of it).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from layout_core.algorithms.qdtree import Node, greedy_tree, leaf_blocks, leaves
+from layout_core.algorithms.types import VectorCounts, Workload
+from layout_core.flows.reorg.subtree_rewards import reindexed_tree
+from layout_core.predicates import Predicate
+from layout_core.skipping.zonemaps import ColumnArrays, ZoneMaps, might_match_blocks
+
+__all__ = ["ColumnValues", "SampledRows", "References", "SimulatedBlocks", "simulated_blocks", "reads",
+           "tree_blocks", "query_halves", "OutOfSampleGain", "bootstrap_lower_bound"]
+
+
+# ---------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnValues:
+    """One column of the sampled rows: `codes[r]` indexes `values` (ascending distinct
+    non-NULL values, Python objects as the catalog's statistics hold them), -1 is NULL."""
+
+    codes: np.ndarray
+    values: np.ndarray
+
+    @staticmethod
+    def of(raw: Sequence) -> "ColumnValues":
+        raw = list(raw)
+        present = np.array([v is not None for v in raw], dtype=bool)
+        codes = np.full(len(raw), -1, dtype=np.int64)
+        values = np.empty(0, dtype=object)
+        if present.any():
+            kept = np.empty(int(present.sum()), dtype=object)
+            kept[:] = [v for v in raw if v is not None]
+            values, inverse = np.unique(kept, return_inverse=True)
+            codes[present] = inverse
+        return ColumnValues(codes, values)
+
+
+@dataclass(frozen=True, eq=False)
+class SampledRows:
+    """A row sample of one partition.
+
+    vector[r]: row r's index into the VectorCounts built from the sample (its
+    cut bits); block[r]: the index of its block in the active layout; rank[r]:
+    its place in the writer's order inside a leaf; columns: the filtered columns."""
+
+    vector: np.ndarray
+    block: np.ndarray
+    rank: np.ndarray
+    columns: Mapping[str, ColumnValues]
+
+    def __post_init__(self) -> None:
+        n = self.vector.size
+        if self.block.size != n or self.rank.size != n or any(c.codes.size != n for c in self.columns.values()):
+            raise ValueError("every array of SampledRows needs one entry per sampled row")
+
+    @property
+    def n(self) -> int:
+        return int(self.vector.size)
+
+
+def writer_rank(columns: Sequence[ColumnValues]) -> np.ndarray:
+    """Each row's place when sorted by `columns` (first column first, NULLs first, ties by row)."""
+    if not columns:
+        return np.arange(0, dtype=np.int64)
+    n = columns[0].codes.size
+    order = np.lexsort([np.arange(n)] + [c.codes for c in reversed(columns)])
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    return rank
+
+
+@dataclass(frozen=True, eq=False)
+class References:
+    """References to the table, as the router sees them (one row each).
+
+    query[r]: the index of reference r's query (0..queries-1); implies/disjoint:
+    (R, m) against the cuts; filters[r]: its table filter (what zone maps test);
+    satisfiable[r]: False when its predicate is never TRUE (it reads nothing)."""
+
+    query: np.ndarray
+    implies: np.ndarray
+    disjoint: np.ndarray
+    filters: tuple[Predicate, ...]
+    satisfiable: np.ndarray
+    queries: int
+
+    def __post_init__(self) -> None:
+        r = self.query.size
+        if self.implies.shape != self.disjoint.shape or self.implies.shape[0] != r or len(self.filters) != r \
+                or self.satisfiable.size != r:
+            raise ValueError("every array of References needs one row per reference")
+        if r and not 0 <= self.query.min() <= self.query.max() < self.queries:
+            raise ValueError(f"query indices must be in 0..{self.queries - 1}")
+
+    @property
+    def n(self) -> int:
+        return int(self.query.size)
+
+    def subset(self, keep: np.ndarray) -> "References":
+        picks = np.flatnonzero(keep)
+        return References(self.query[picks], self.implies[picks], self.disjoint[picks],
+                          tuple(self.filters[i] for i in picks), self.satisfiable[picks], self.queries)
+
+    def per_query(self, per_reference: np.ndarray) -> np.ndarray:
+        """Sum a value of each reference into its query's (length `queries`)."""
+        return np.bincount(self.query, weights=per_reference, minlength=self.queries)
+
+
+# ---------------------------------------------------------------------------
+# Simulated blocks and the router's rules on them
+
+
+@dataclass(frozen=True, eq=False)
+class SimulatedBlocks:
+    """Blocks formed from sampled rows: sampled rows, cut bits and zone maps per block."""
+
+    rows: np.ndarray  # (k,) sampled rows
+    union: np.ndarray  # (k, m) bool: some row has bit j
+    every: np.ndarray  # (k, m) bool: every row has bit j
+    zone_maps: ZoneMaps
+
+    @property
+    def n(self) -> int:
+        return int(self.rows.size)
+
+
+def simulated_blocks(sample: SampledRows, bits: np.ndarray, rows: np.ndarray, block: np.ndarray,
+                     n_blocks: int) -> SimulatedBlocks:
+    """The blocks 0..n_blocks-1 holding sampled rows `rows` (indices into `sample`), row
+    rows[i] in block block[i]; `bits` (n_vectors, m) are the sample's vectors' cut bits.
+    A block without rows has none of anything (the router never reads it)."""
+    m = bits.shape[1]
+    order = np.argsort(block, kind="stable")
+    rows, block = rows[order], block[order]
+    counts = np.bincount(block, minlength=n_blocks).astype(np.int64)
+    present = np.flatnonzero(counts)
+    starts = np.searchsorted(block, present)
+    union = np.zeros((n_blocks, m), dtype=bool)
+    every = np.zeros((n_blocks, m), dtype=bool)
+    if present.size and m:
+        row_bits = bits[sample.vector[rows]]
+        union[present] = np.logical_or.reduceat(row_bits, starts, axis=0)
+        every[present] = np.logical_and.reduceat(row_bits, starts, axis=0)
+    columns = {name: _column_arrays(col.codes[rows], col.values, block, present, starts, n_blocks)
+               for name, col in sample.columns.items()}
+    zone_maps = ZoneMaps(_frozen(counts), MappingProxyType(columns))
+    return SimulatedBlocks(counts, union, every, zone_maps)
+
+
+def _column_arrays(codes: np.ndarray, values: np.ndarray, block: np.ndarray, present: np.ndarray,
+                   starts: np.ndarray, n_blocks: int) -> ColumnArrays:
+    """min/max and NULL count per block of one column (rows sorted by block)."""
+    has_values = np.zeros(n_blocks, dtype=bool)
+    lo = hi = np.empty(0, dtype=object)
+    owner = np.empty(0, dtype=np.int64)
+    nulls = np.bincount(block[codes < 0], minlength=n_blocks).astype(np.int64)
+    if present.size:
+        big = np.iinfo(np.int64).max
+        low = np.minimum.reduceat(np.where(codes >= 0, codes, big), starts)
+        high = np.maximum.reduceat(codes, starts)  # -1 only when every row is NULL
+        with_values = high >= 0
+        owner = present[with_values]
+        has_values[owner] = True
+        lo, hi = values[low[with_values]], values[high[with_values]]
+    return ColumnArrays(_frozen(np.asarray(lo, dtype=object)), _frozen(np.asarray(hi, dtype=object)),
+                        _frozen(owner), _frozen(nulls), _frozen(has_values), _frozen(np.ones(n_blocks, dtype=bool)))
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def reads(refs: References, blocks: SimulatedBlocks) -> np.ndarray:
+    """(R, k) bool: does reference r read block b (the router's rules, see the module docstring)?"""
+    if not refs.n or not blocks.n:
+        return np.zeros((refs.n, blocks.n), dtype=bool)
+    # A cut proves a skip when the query implies it and no row has it, or is disjoint and every row has it.
+    skipped = (refs.implies.astype(np.float64) @ (~blocks.union).T.astype(np.float64)
+               + refs.disjoint.astype(np.float64) @ blocks.every.T.astype(np.float64)) > 0
+    out = np.zeros((refs.n, blocks.n), dtype=bool)
+    verdicts: dict = {}  # one zone-map pass per distinct filter
+    for r in np.flatnonzero(refs.satisfiable):
+        f = refs.filters[r]
+        if f not in verdicts:
+            verdicts[f] = might_match_blocks(f, blocks.zone_maps)
+        out[r] = verdicts[f] & ~skipped[r]
+    return out
+
+
+def tree_blocks(tree: Node, sample: SampledRows, rows: np.ndarray, block_rows: int,
+                scale: float) -> tuple[np.ndarray, int]:
+    """(block of each of `rows`, blocks) when a tree whose leaves hold vector indices of
+    the sample is written: each leaf's rows in the writer's order, cut into
+    `leaf_blocks` equal ranges."""
+    by_id = sorted(leaves(tree), key=lambda leaf: leaf.leaf_id)
+    leaf_of_vector = np.full(int(sample.vector.max(initial=-1)) + 1, -1, dtype=np.int64)
+    for leaf in by_id:
+        leaf_of_vector[leaf.vector_indices] = leaf.leaf_id
+    leaf = leaf_of_vector[sample.vector[rows]]
+    if (leaf < 0).any():
+        raise ValueError("a sampled row's vector is in no leaf of the tree")
+    plan = leaf_blocks(tree, block_rows, scale)
+    order = np.lexsort((sample.rank[rows], leaf))
+    leaf_sorted = leaf[order]
+    leaf_rows = np.bincount(leaf, minlength=len(by_id))
+    leaf_start = np.concatenate(([0], np.cumsum(leaf_rows)[:-1]))
+    position = np.arange(rows.size) - leaf_start[leaf_sorted]
+    piece = position * plan.n_blocks[leaf_sorted] // np.maximum(1, leaf_rows[leaf_sorted])
+    block = np.empty(rows.size, dtype=np.int64)
+    block[order] = plan.first_block[leaf_sorted] + piece
+    return block, plan.total
+
+
+# ---------------------------------------------------------------------------
+# Out-of-sample B per subtree
+
+
+def query_halves(sql: Sequence[str]) -> np.ndarray:
+    """Per query, its half (0 or 1) by a hash of its text: repeats of one query stay together,
+    so no query is judged by a tree grown on its own copy."""
+    return np.array([zlib.crc32(s.strip().encode()) & 1 for s in sql], dtype=np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class OutOfSampleGain:
+    """Per subtree of the old tree, blocks each query of a log reads less on T' than on T.
+
+    T' for the queries of half h is grown on the other half's references with
+    the cuts `allowed[1 - h]` (chosen from that half's queries), over the
+    sampled records of the subtree; T is the rows' real blocks (`old_block`:
+    per sampled row its block index 0..k-1, `block_leaf`: per block its old leaf)."""
+
+    sample: SampledRows
+    vc: VectorCounts
+    refs: References
+    half: np.ndarray  # per query of the log, 0 or 1
+    allowed: tuple[np.ndarray, np.ndarray]  # per half, the cut indices its trees may use
+    block_leaf: np.ndarray  # per old block index, its leaf id in the old tree
+    block_rows: int
+    scale: float
+    min_leaf_rows: int
+
+    def __post_init__(self) -> None:
+        if self.half.size != self.refs.queries:
+            raise ValueError("half must give every query of the log a half")
+        object.__setattr__(self, "_old_reads", None)
+
+    @property
+    def ref_half(self) -> np.ndarray:
+        return self.half[self.refs.query]
+
+    @property
+    def both_halves(self) -> bool:
+        """Both halves hold references to the table (else nothing can be judged out of sample)."""
+        h = self.ref_half
+        return bool((h == 0).any() and (h == 1).any())
+
+    def old_reads(self) -> np.ndarray:
+        """(R, k): which of the old blocks each reference reads (simulated from the sample)."""
+        if self._old_reads is None:
+            n_blocks = self.block_leaf.size
+            blocks = simulated_blocks(self.sample, self.vc.vectors, np.arange(self.sample.n), self.sample.block,
+                                      n_blocks)
+            object.__setattr__(self, "_old_reads", reads(self.refs, blocks))
+        return self._old_reads
+
+    def reads_now(self, leaf_ids: Sequence[int]) -> np.ndarray:
+        """Per query, the old blocks of these leaves it reads (A(T) per query)."""
+        under = np.isin(self.block_leaf, np.asarray(leaf_ids, dtype=np.int64))
+        return self.refs.per_query(self.old_reads()[:, under].sum(axis=1).astype(np.float64))
+
+    def per_query(self, members: np.ndarray, leaf_ids: Sequence[int]) -> np.ndarray:
+        """Per query of the log, reads on T minus reads on T' (T: the old leaves
+        `leaf_ids`, holding the vc vectors `members`)."""
+        if not self.both_halves:
+            raise ValueError("the log needs references to the table in both halves")
+        rows = np.flatnonzero(np.isin(self.sample.vector, members))
+        after = np.zeros(self.refs.n, dtype=np.float64)
+        subset = VectorCounts(self.vc.vectors[members], self.vc.counts[members], self.vc.weights)
+        for grown in (0, 1):
+            judged = self.ref_half != grown
+            weights = (self.ref_half == grown).astype(np.float64)
+            tree = greedy_tree(subset, Workload(self.refs.implies, self.refs.disjoint, weights), self.min_leaf_rows,
+                               allowed_cuts=self.allowed[grown], objective="router")
+            tree = reindexed_tree(tree, members)
+            block, n_blocks = tree_blocks(tree, self.sample, rows, self.block_rows, self.scale)
+            new = simulated_blocks(self.sample, self.vc.vectors, rows, block, n_blocks)
+            after[judged] = reads(self.refs.subset(judged), new).sum(axis=1)
+        return self.reads_now(leaf_ids) - self.refs.per_query(after)
+
+
+def bootstrap_lower_bound(per_query: np.ndarray, statistic, resamples: int = 1000, level: float = 0.05,
+                          seed: int = 0) -> float:
+    """The `level` quantile of statistic(mean of a resample of per_query), resampling queries
+    with replacement (seeded: the same log gives the same bound)."""
+    per_query = np.asarray(per_query, dtype=np.float64)
+    if per_query.size == 0:
+        return float(statistic(0.0))
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, per_query.size, size=(resamples, per_query.size))
+    means = per_query[picks].mean(axis=1)
+    return float(np.quantile([statistic(m) for m in means], level))

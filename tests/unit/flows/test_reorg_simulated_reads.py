@@ -1,0 +1,123 @@
+"""B judged the router's way on blocks simulated from sampled rows: small cases worked by hand."""
+
+import numpy as np
+import pytest
+
+from layout_core.algorithms.types import VectorCounts
+from layout_core.flows.reorg.simulated_reads import (
+    ColumnValues,
+    OutOfSampleGain,
+    References,
+    SampledRows,
+    bootstrap_lower_bound,
+    query_halves,
+    reads,
+    simulated_blocks,
+    writer_rank,
+)
+from layout_core.predicates import TRUE, Compare
+from layout_core.predicates.model import Column
+
+X = Column("x", "int")
+AT_MOST_4 = Compare(X, "<=", 4)  # the one cut, and the filter of every reference below
+
+# Eight sampled rows, x = 1, 5, 2, 6, 3, 7, 4, 8 in sample order; the cut's bit is x <= 4.
+VALUES = [1, 5, 2, 6, 3, 7, 4, 8]
+BITS = np.array([[True], [False]])  # vector 0: x <= 4, vector 1: x > 4
+VECTOR = np.array([0 if v <= 4 else 1 for v in VALUES])
+# The old layout interleaves: block 0 holds x = 1, 5, 2, 6 and block 1 holds 3, 7, 4, 8.
+OLD_BLOCK = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+
+
+def _sample(rank=None, block=OLD_BLOCK, values=VALUES):
+    x = ColumnValues.of(values)
+    return SampledRows(VECTOR, block, np.arange(len(values)) if rank is None else rank, {"x": x})
+
+
+def _refs(n_queries=1, filters=(AT_MOST_4,), query=(0,), satisfiable=(True,)):
+    k = len(filters)
+    return References(np.array(query), np.ones((k, 1), bool), np.zeros((k, 1), bool), tuple(filters),
+                      np.array(satisfiable), n_queries)
+
+
+def test_column_values_code_rows_by_their_rank_among_distinct_values_and_null_as_minus_one():
+    col = ColumnValues.of(["b", None, "a", "b"])
+    assert col.codes.tolist() == [1, -1, 0, 1] and col.values.tolist() == ["a", "b"]
+    assert ColumnValues.of([None, None]).codes.tolist() == [-1, -1]
+    # sorted by x: rows 0 (x=1), 2 (2), 4 (3), 6 (4), 1 (5), ...
+    assert writer_rank([ColumnValues.of(VALUES)]).tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+
+
+def test_blocks_get_bits_and_zone_maps_of_their_sampled_rows():
+    sample = _sample()
+    blocks = simulated_blocks(sample, BITS, np.arange(8), OLD_BLOCK, 3)  # block 2 holds no row
+    assert blocks.rows.tolist() == [4, 4, 0]
+    assert blocks.union[:, 0].tolist() == [True, True, False] and blocks.every[:, 0].tolist() == [False] * 3
+    x = blocks.zone_maps.columns["x"]
+    assert x.mins.tolist() == [1, 3, None] and x.maxs.tolist() == [6, 8, None]
+
+    # x <= 4 implies the cut, and both blocks hold rows with it: zone maps decide. Block 0
+    # (1..6) and block 1 (3..8) may both hold x <= 4; x <= 2 skips block 1 (min 3).
+    assert reads(_refs(), blocks).tolist() == [[True, True, False]]
+    assert reads(_refs(filters=(Compare(X, "<=", 2),)), blocks).tolist() == [[True, False, False]]
+    # A predicate never TRUE reads nothing; TRUE reads every block with rows.
+    assert reads(_refs(filters=(TRUE,), satisfiable=(False,)), blocks).tolist() == [[False] * 3]
+    refs = References(np.array([0]), np.zeros((1, 1), bool), np.zeros((1, 1), bool), (TRUE,), np.array([True]), 1)
+    assert reads(refs, blocks).tolist() == [[True, True, False]]
+
+
+def test_a_cut_every_row_has_skips_a_query_disjoint_with_it_without_zone_maps():
+    rows = np.array([0, 2, 4, 6])  # x = 1, 2, 3, 4: every row has the bit
+    blocks = simulated_blocks(_sample(), BITS, rows, np.zeros(4, np.int64), 1)
+    refs = References(np.array([0]), np.zeros((1, 1), bool), np.ones((1, 1), bool), (TRUE,), np.array([True]), 1)
+    assert reads(refs, blocks).tolist() == [[False]]
+
+
+def _gain(rank, allowed=(np.array([0]), np.array([0])), block_rows=4):
+    """Two queries, x <= 4 each, one per half; 8 rows in 2 old blocks of 4 (block_rows 4)."""
+    sample = _sample(rank)
+    vc = VectorCounts(BITS, np.bincount(VECTOR), np.ones(1))
+    refs = _refs(2, (AT_MOST_4, AT_MOST_4), (0, 1), (True, True))
+    return OutOfSampleGain(sample, vc, refs, np.array([0, 1]), allowed, np.array([0, 0]), block_rows, 1.0, 4)
+
+
+def test_a_tree_split_on_the_cut_saves_each_held_out_query_one_block():
+    """Old: both interleaved blocks hold x <= 4, each query reads 2. T' (grown on the other
+    half's query) splits on the cut: leaf x <= 4 is one block (read), leaf x > 4 one block
+    (skipped by its union bit): 1 read, a gain of 1 per query."""
+    gain = _gain(rank=np.arange(8))
+    assert gain.reads_now([0]).tolist() == [2.0, 2.0]
+    assert gain.per_query(np.array([0, 1]), [0]).tolist() == [1.0, 1.0]
+
+
+def test_without_the_cut_the_writer_order_decides():
+    """No cut allowed: T' is one leaf of 8 rows, 2 blocks of 4 in the writer's order. In sample
+    order (x = 1, 5, 2, 6 | 3, 7, 4, 8) both blocks hold x <= 4: no gain. Sorted by x
+    (1..4 | 5..8) the zone maps skip the second block: a gain of 1."""
+    none = (np.array([], np.int64), np.array([], np.int64))
+    assert _gain(np.arange(8), none).per_query(np.array([0, 1]), [0]).tolist() == [0.0, 0.0]
+    by_x = writer_rank([ColumnValues.of(VALUES)])
+    assert _gain(by_x, none).per_query(np.array([0, 1]), [0]).tolist() == [1.0, 1.0]
+
+
+def test_one_half_without_references_cannot_be_judged_out_of_sample():
+    sample = _sample()
+    vc = VectorCounts(BITS, np.bincount(VECTOR), np.ones(1))
+    refs = _refs(2, (AT_MOST_4,), (0,), (True,))
+    gain = OutOfSampleGain(sample, vc, refs, np.array([0, 1]), (np.array([0]),) * 2, np.array([0, 0]), 4, 1.0, 4)
+    assert not gain.both_halves
+    with pytest.raises(ValueError, match="both halves"):
+        gain.per_query(np.array([0, 1]), [0])
+
+
+def test_repeats_of_one_query_share_a_half():
+    halves = query_halves(["select 1", "select 2", " select 1 ", "select 3"])
+    assert halves[0] == halves[2] and set(halves.tolist()) <= {0, 1}
+
+
+def test_the_bootstrap_bound_is_below_the_mean_and_zero_spread_gives_the_mean():
+    assert bootstrap_lower_bound(np.full(50, 2.0), lambda m: m) == pytest.approx(2.0)
+    gains = np.array([0.0] * 45 + [10.0] * 5)  # mean 1, carried by five queries
+    low = bootstrap_lower_bound(gains, lambda m: m)
+    assert 0 <= low < 1.0
+    assert bootstrap_lower_bound(gains, lambda m: 3 * m - 1) == pytest.approx(3 * low - 1)
