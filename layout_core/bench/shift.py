@@ -178,6 +178,12 @@ def ratios(result: dict) -> dict:
                   else None,
                   "subtrees_fraction": round(p["subtrees_evaluated"] / p["subtrees_total"], 4)
                   if p["subtrees_total"] else 0.0}
+        if "reorganized" in p and result.get("test_queries"):
+            # the chosen subtrees' B (per window query) against what a test query reads less now
+            predicted = sum(t.get("predicted_gain", 0.0) for t in p["reorganized"].values())
+            realized = (old - p["blocks_read"]) / result["test_queries"]
+            out[q]["predicted_gain"] = round(predicted, 3)
+            out[q]["realized_gain"] = round(realized, 3)
     return out
 
 
@@ -350,13 +356,13 @@ def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float
                                  "reason": r.reason} for r in reports}}
 
 
-def partial_reorganization(spark, catalog, schema, warehouse: Path, q: float, w: float) -> dict:
+def partial_reorganization(spark, catalog, schema, warehouse: Path, q: float, w: float, prune: bool = True) -> dict:
     """Every laid-out table reorganized for the window in the catalog's history (star order)."""
     # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.reorg.partial import reorganize_in_process
     from layout_core.flows.reorg.shift import ShiftSettings, old_tree  # pyspark, sqlglot and numpy as well
 
-    settings = ShiftSettings(q=q, w=w)
+    settings = ShiftSettings(q=q, w=w, prune=prune)
     # Every subtree of every table's layout, whether or not the monitor measured the
     # table (q <= w, or too few references in the window): the same total for every q.
     base = catalog.snapshot()
@@ -379,6 +385,7 @@ def partial_reorganization(spark, catalog, schema, warehouse: Path, q: float, w:
                    "root_gain": round(sum(p.get("root_gain", 0.0) for p in measured), 4),
                    "root_noise": round(sum(p.get("root_noise", 0.0) for p in measured), 4),
                    "lower_bound": [p.get("lower_bound") for p in measured],
+                   "predicted_gain": round(sum(p.get("predicted_gain", 0.0) for p in measured), 4),
                    "reoptimize_seconds": float(done["plan"]["seconds"]),
                    "seconds": round(time.monotonic() - started, 2), "reason": done["plan"]["reason"]}
         out["reorganized"][table] = numbers
@@ -395,7 +402,7 @@ def partial_reorganization(spark, catalog, schema, warehouse: Path, q: float, w:
 
 def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         q_values=Q_VALUES, w: float = W, work: Path = Path(".layout/bench/shift"), gentle: bool = True,
-        scenario: str = "templates") -> dict:
+        scenario: str = "templates", prune: bool = True) -> dict:
     # pyspark only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.spark.session import local_session
     # sqlglot only when the benchmark runs: the CLI imports this module to build its parser
@@ -425,6 +432,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
     base = runs / "base.db"
     result: dict = {"scenario": {"name": shift.name, "old": shift.old_label, "new": shift.new_label},
                     "scale_factor": sf, "block_rows": block_rows, "per_template": per_template, "w": w,
+                    "prune": prune,
                     "train_queries": len(train), "window_queries": len(window), "test_queries": len(test),
                     "blocks_read_of": "every table reference of the test queries, all 8 tables, diPs off"}
     # The JVM options of the DAGs' Spark jobs (local_session's defaults: the C1 JIT only),
@@ -452,7 +460,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         for i, q in enumerate(q_values):
             with Catalog(f"sqlite:///{copy_catalog(base, runs / f'q{q}.db')}") as catalog:
                 reserve_block_id_gap(catalog, STAR_ORDER, i, f"q{q}")
-                done = partial_reorganization(spark, catalog, schema, warehouse, q, w)
+                done = partial_reorganization(spark, catalog, schema, warehouse, q, w, prune)
                 result["partial"][str(q)] = {**router_reads(catalog, test, analyses, schema),
                                              "blocks_total": result["old"]["blocks_total"], **done}
             log.info("partial q=%s: %s", q, {k: v for k, v in result["partial"][str(q)].items()
@@ -553,7 +561,8 @@ def format_result(r: dict) -> str:
     lines = [f"Workload shift ({r['scenario']['name']}) on TPC-H SF {r['scale_factor']}, blocks of "
              f"{r['block_rows']} rows, all 8 tables by mto for {r['scenario']['old']} ({r['train_queries']} "
              f"queries), then {r['scenario']['new']} ({r['window_queries']} window queries, "
-             f"{r['test_queries']} test queries); w = {r['w']:g}",
+             f"{r['test_queries']} test queries); w = {r['w']:g}"
+             + ("" if r.get("prune", True) else "; every subtree's B computed (--no-prune)"),
              f"blocks read = {r['blocks_read_of']}",
              f"{'layout':8s} {'blocks read':>11s} {'recovery':>8s} {'rewritten':>14s} {'fraction':>8s} "
              f"{'reopt s':>8s} {'vs full':>7s} {'total s':>8s} {'subtrees evaluated':>19s}"]
@@ -567,6 +576,10 @@ def format_result(r: dict) -> str:
     lines.append(f"{'full':8s} {full['blocks_read']:11d} {_fmt(1.0 if old['blocks_read'] > full['blocks_read'] else None):>8s} "
                  f"{full['blocks_rewritten']:>6d} of {old['blocks_total']:<5d} {1.0:8.3f} {'':8s} {'':7s} "
                  f"{full['seconds']:8.1f}")
+    gains = [(q, x) for q, x in r["ratios"].items() if x.get("predicted_gain")]
+    if gains:
+        lines.append("chosen subtrees, blocks a query reads less, predicted / realized on the test queries: "
+                     + "; ".join(f"q={q} {x['predicted_gain']:g} / {x['realized_gain']:g}" for q, x in gains))
     lines.append("per table, blocks read: " + "; ".join(
         f"{name} " + ", ".join(f"{t} {n}" for t, n in row["tables"].items() if t in ("lineitem", "orders"))
         for name, row in (("old", old), *((f"q={q}", p) for q, p in r["partial"].items()), ("full", full))))
@@ -617,7 +630,8 @@ def cmd_bench_shift(args) -> int:
     if args.sf <= 0 or args.per_template < 1 or (args.block_rows is not None and args.block_rows < 1):
         raise UserError("--sf must be > 0, --per-template and --block-rows >= 1")
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template, q_values=q_values,
-                 w=args.w, work=Path(args.work), gentle=not args.no_gentle, scenario=args.scenario)
+                 w=args.w, work=Path(args.work), gentle=not args.no_gentle, scenario=args.scenario,
+                 prune=not args.no_prune)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(json_line(result)) if args.json else format_result(result))
     return 0
@@ -641,6 +655,8 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
                     help="comma-separated q values of the partial reorganizations (default 100,200,500,1000)")
     bs.add_argument("--w", type=float, default=W, help="cost of writing a block, in block reads (default 100)")
     bs.add_argument("--no-gentle", action="store_true", help="skip the gentle 80/20 -> 20/80 shift")
+    bs.add_argument("--no-prune", action="store_true",
+                    help="compute B of every subtree (the exact optimal set) instead of MTO's pruned search")
     bs.add_argument("--scenario", choices=sorted(SCENARIOS), default="templates",
                     help="templates: 1-11, then 12-22 (default, MTO's); local-dates: the 22 templates, then "
                          "their dates in the latest fifth of each range; local-region: then regions and "

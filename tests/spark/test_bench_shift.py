@@ -86,6 +86,14 @@ def test_the_root_check_compares_predicted_and_realized_gain_per_window_query():
     assert shift.targets(r)["root_prediction"] == {"value": 0.5, "target": 0.2, "met": False, "by": 0.3}
 
 
+def test_the_ratios_set_the_chosen_subtrees_predicted_gain_beside_the_realized_one():
+    r = _result()  # 1000 blocks read before, 640 after the partial reorganization at q = 200
+    r["test_queries"] = 40
+    r["partial"]["200"]["reorganized"] = {"lineitem": {"predicted_gain": 7.5}, "orders": {"predicted_gain": 1.0}}
+    x = shift.ratios(r)["200"]
+    assert (x["predicted_gain"], x["realized_gain"]) == (8.5, 9.0)  # (1000 - 640) / 40
+
+
 def test_monotone():
     assert shift.monotone([0, 0, 49, 50]) and shift.monotone([]) and not shift.monotone([0, 0, 49, 46])
 
@@ -145,6 +153,7 @@ def test_the_parser_adds_layout_bench_shift():
     assert (args.sf, args.block_rows, args.per_template, args.q, args.w, args.json, args.scenario) == (
         0.1, None, 8, "100,200,500,1000", 100.0, True, "templates")
     assert parser.parse_args(["shift", "--scenario", "local-region"]).scenario == "local-region"
+    assert not args.no_prune and parser.parse_args(["shift", "--no-prune"]).no_prune
     assert "shift" in parser.format_help()
 
 

@@ -233,6 +233,12 @@ class PartitionShift:
     def blocks_chosen(self) -> int:
         return sum(c.blocks for c in self.chosen)
 
+    @property
+    def predicted_gain(self) -> float:
+        """Blocks a query of the window should read less once the chosen subtrees are rewritten
+        (their B before the noise floor)."""
+        return sum(c.benefit + c.noise for c in self.chosen)
+
     def to_json(self) -> dict:
         return {"partition": self.partition, "version": self.version_id, "optimizer": self.optimizer,
                 "whole_partition": self.whole_partition, "blocks": self.blocks, "reads": round(self.reads, 3),
@@ -242,6 +248,7 @@ class PartitionShift:
                 "bound_violations": self.bound_violations, "noise_queries": self.noise_queries,
                 "lower_bound": None if self.lower_bound is None else round(self.lower_bound, 3),
                 "root_gain": round(self.root_gain, 4), "root_noise": round(self.root_noise, 4),
+                "predicted_gain": round(self.predicted_gain, 4),
                 "chosen": [{"node": c.node_id, "leaves": list(c.leaves), "blocks": c.blocks,
                             "reads": round(c.reads, 3), "benefit": round(c.benefit, 3), "noise": round(c.noise, 3),
                             "reward": round(c.reward, 3)} for c in self.chosen]}
