@@ -71,15 +71,17 @@ def test_the_root_check_compares_predicted_and_realized_gain_per_window_query():
                       "window": {"tables": {"lineitem": 300, "part": 40}}},
               "full": {**r["full"], "tables": {"lineitem": 340, "part": 60},
                        "window": {"tables": {"lineitem": 200, "part": 40}}}})
-    r["partial"]["200"]["reorganized"] = {"lineitem": {"root_gain": 11.0, "root_noise": 0.5},
-                                          "part": {"root_gain": 0.0, "root_noise": 0.0}}
+    r["partial"]["200"]["reorganized"] = {
+        "lineitem": {"root_gain_in_sample": 11.0, "root_gain": 6.0, "root_noise": 0.5},
+        "part": {"root_gain_in_sample": 0.0, "root_gain": 0.0, "root_noise": 0.0}}
     check = shift.root_check(r)
-    # lineitem: (300 - 200) / 10 = 10 blocks per window query realized, 11 predicted
-    # and (500 - 340) / 20 = 8 per test query
-    assert check["lineitem"] == {"predicted": 11.0, "noise": 0.5, "realized": 10.0, "ratio": 1.1,
-                                 "realized_test": 8.0}
+    # lineitem: (300 - 200) / 10 = 10 blocks per window query realized, 11 predicted;
+    # (500 - 340) / 20 = 8 per test query realized, 6 predicted out of sample
+    assert check["lineitem"] == {"predicted": 11.0, "realized": 10.0, "ratio": 1.1, "predicted_out": 6.0,
+                                 "noise": 0.5, "realized_test": 8.0, "ratio_test": 0.75}
     assert check["part"]["ratio"] is None  # nothing realized: no ratio
-    assert check["all"] == {"predicted": 11.0, "realized": 10.0, "ratio": 1.1, "realized_test": 8.0}
+    assert check["all"] == {"predicted": 11.0, "realized": 10.0, "ratio": 1.1, "predicted_out": 6.0,
+                            "realized_test": 8.0, "ratio_test": 0.75}
     r["root_check"] = check
     assert shift.targets(r)["root_prediction"] == {"value": 1.1, "target": 0.2, "met": True, "by": 0.0}
     r["root_check"] = {"all": {"predicted": 5.0, "realized": 10.0, "ratio": 0.5}}

@@ -1,24 +1,29 @@
-"""B(T, Q) judged fairly: blocks read by the router's rules on blocks simulated from a row sample.
+"""B(T, Q) judged fairly: blocks read by the router's rules, on T's real blocks and on T' simulated.
 
 MTO §5.1.2's benefit B(T, Q) compares the blocks an average query of the
 window Q reads on the subtree T as it is written with those it would read
-on T', a qd-tree grown for Q over T's records. Both sides are judged the
-same way here, so B measures layouts and not estimators:
+on T', a qd-tree grown for Q over T's records. Both sides are judged by the
+router's rules on the statistics their blocks have, so B measures layouts
+and not estimators:
 
-* blocks come from a sample of the partition's rows, formed as the writer
-  forms them. T: each sampled row stays in its real block. T': each leaf's
-  rows in the writer's order (the optimizer's sort columns), cut into
-  max(1, rows x scale // block_rows) equal ranges (`leaf_blocks`);
-* every block gets the statistics the writer would give it, from its
-  sampled rows: union and all bits of the cuts, and per filtered column its
-  minimum, maximum and NULL count;
-* a reference reads a block unless the router's rules skip it: its
-  predicate is never TRUE, the zone maps prove no row matches its table
-  filter (`zonemaps.might_match_blocks`), or it implies a cut no row of the
-  block has or is disjoint with a cut every row has (`router.cut_verdict`).
+* T: the router's own verdicts on the real blocks (`router_reads`: cut
+  bits, range sets and tree paths of the catalog), when the caller has
+  them; else T is simulated like T';
+* T': blocks formed from a sample of the partition's rows as the writer
+  forms them (each leaf's rows in the writer's order, the optimizer's sort
+  columns, cut into max(1, rows x scale // block_rows) equal ranges,
+  `leaf_blocks`), each with the statistics the writer would give it from
+  its sampled rows: union and all bits of the window's cuts, and per
+  filtered column its minimum, maximum and NULL count. A reference reads a
+  block unless the router's rules skip it: its predicate is never TRUE, the
+  zone maps prove no row matches its table filter
+  (`zonemaps.might_match_blocks`), or it implies a cut no row of the block
+  has or is disjoint with a cut every row has (`router.cut_verdict`).
 
-Range sets and the old tree's path are left out on both sides: the sample
-cannot give the writer's range sets, and T' has no path under the old cuts.
+The simulation leaves out range sets (the sample cannot give the writer's)
+and tree paths (the cut bits of T''s own cuts say as much). Simulating T the
+same way and comparing with the router's verdicts on its real blocks shows
+how far the simulation is from the router (`reads_now(simulated=True)`).
 
 Out of sample (`OutOfSampleGain`): the window's references are split in two
 halves by query; T' is grown on one half's references, with the cuts chosen
@@ -44,7 +49,7 @@ from layout_core.predicates import Predicate
 from layout_core.skipping.zonemaps import ColumnArrays, ZoneMaps, might_match_blocks
 
 __all__ = ["ColumnValues", "SampledRows", "References", "SimulatedBlocks", "simulated_blocks", "reads",
-           "tree_blocks", "query_halves", "OutOfSampleGain", "bootstrap_lower_bound"]
+           "tree_blocks", "query_halves", "OutOfSampleGain", "in_sample_gain", "bootstrap_lower_bound"]
 
 
 # ---------------------------------------------------------------------------
@@ -266,8 +271,9 @@ class OutOfSampleGain:
 
     T' for the queries of half h is grown on the other half's references with
     the cuts `allowed[1 - h]` (chosen from that half's queries), over the
-    sampled records of the subtree; T is the rows' real blocks (`old_block`:
-    per sampled row its block index 0..k-1, `block_leaf`: per block its old leaf)."""
+    sampled records of the subtree; T is the real blocks (the sample's
+    `block`: per sampled row its block index 0..k-1; `block_leaf`: per block
+    its old leaf)."""
 
     sample: SampledRows
     vc: VectorCounts
@@ -278,11 +284,16 @@ class OutOfSampleGain:
     block_rows: int
     scale: float
     min_leaf_rows: int
+    # (R, k): the old blocks each reference reads, the router's verdicts on the real blocks;
+    # None: judged on blocks simulated from the sample, as T' is
+    router_reads: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.half.size != self.refs.queries:
             raise ValueError("half must give every query of the log a half")
-        object.__setattr__(self, "_old_reads", None)
+        if self.router_reads is not None and self.router_reads.shape != (self.refs.n, self.block_leaf.size):
+            raise ValueError("router_reads needs one row per reference and one column per old block")
+        object.__setattr__(self, "_simulated", None)
 
     @property
     def ref_half(self) -> np.ndarray:
@@ -294,19 +305,22 @@ class OutOfSampleGain:
         h = self.ref_half
         return bool((h == 0).any() and (h == 1).any())
 
-    def old_reads(self) -> np.ndarray:
-        """(R, k): which of the old blocks each reference reads (simulated from the sample)."""
-        if self._old_reads is None:
+    def old_reads(self, simulated: bool = False) -> np.ndarray:
+        """(R, k): which of the old blocks each reference reads: the router's verdicts, or
+        (`simulated`, or without them) the router's rules on the blocks simulated from the sample."""
+        if self.router_reads is not None and not simulated:
+            return self.router_reads
+        if self._simulated is None:
             n_blocks = self.block_leaf.size
             blocks = simulated_blocks(self.sample, self.vc.vectors, np.arange(self.sample.n), self.sample.block,
                                       n_blocks)
-            object.__setattr__(self, "_old_reads", reads(self.refs, blocks))
-        return self._old_reads
+            object.__setattr__(self, "_simulated", reads(self.refs, blocks))
+        return self._simulated
 
-    def reads_now(self, leaf_ids: Sequence[int]) -> np.ndarray:
+    def reads_now(self, leaf_ids: Sequence[int], simulated: bool = False) -> np.ndarray:
         """Per query, the old blocks of these leaves it reads (A(T) per query)."""
         under = np.isin(self.block_leaf, np.asarray(leaf_ids, dtype=np.int64))
-        return self.refs.per_query(self.old_reads()[:, under].sum(axis=1).astype(np.float64))
+        return self.refs.per_query(self.old_reads(simulated)[:, under].sum(axis=1).astype(np.float64))
 
     def per_query(self, members: np.ndarray, leaf_ids: Sequence[int]) -> np.ndarray:
         """Per query of the log, reads on T minus reads on T' (T: the old leaves
@@ -326,6 +340,20 @@ class OutOfSampleGain:
             new = simulated_blocks(self.sample, self.vc.vectors, rows, block, n_blocks)
             after[judged] = reads(self.refs.subset(judged), new).sum(axis=1)
         return self.reads_now(leaf_ids) - self.refs.per_query(after)
+
+
+def in_sample_gain(gain: OutOfSampleGain, members: np.ndarray, leaf_ids: Sequence[int],
+                   allowed: np.ndarray) -> float:
+    """Blocks per query of the log read less on a T' grown on every reference of the log
+    (cuts `allowed`) and judged on the same references: what re-laying out for the log saves
+    on the log itself (in sample, as a full re-layout trained on it measures its own gain)."""
+    rows = np.flatnonzero(np.isin(gain.sample.vector, members))
+    subset = VectorCounts(gain.vc.vectors[members], gain.vc.counts[members], gain.vc.weights)
+    tree = greedy_tree(subset, Workload(gain.refs.implies, gain.refs.disjoint), gain.min_leaf_rows,
+                       allowed_cuts=allowed, objective="router")
+    block, n_blocks = tree_blocks(reindexed_tree(tree, members), gain.sample, rows, gain.block_rows, gain.scale)
+    after = reads(gain.refs, simulated_blocks(gain.sample, gain.vc.vectors, rows, block, n_blocks)).sum()
+    return float(gain.reads_now(leaf_ids).sum() - after) / gain.refs.queries
 
 
 def bootstrap_lower_bound(per_query: np.ndarray, statistic, resamples: int = 1000, level: float = 0.05,

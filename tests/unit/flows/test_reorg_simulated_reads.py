@@ -10,6 +10,7 @@ from layout_core.flows.reorg.simulated_reads import (
     References,
     SampledRows,
     bootstrap_lower_bound,
+    in_sample_gain,
     query_halves,
     reads,
     simulated_blocks,
@@ -88,6 +89,25 @@ def test_a_tree_split_on_the_cut_saves_each_held_out_query_one_block():
     gain = _gain(rank=np.arange(8))
     assert gain.reads_now([0]).tolist() == [2.0, 2.0]
     assert gain.per_query(np.array([0, 1]), [0]).tolist() == [1.0, 1.0]
+
+
+def test_the_routers_verdicts_on_the_real_blocks_replace_the_simulated_ones_for_t():
+    """The router reads only block 0 of the old layout for each query (its range sets or tree
+    path ruled out block 1): A(T) = 1, what T' reads too, so nothing is gained; simulated, A(T) = 2."""
+    gain = _gain(rank=np.arange(8))
+    gain = OutOfSampleGain(gain.sample, gain.vc, gain.refs, gain.half, gain.allowed, gain.block_leaf, 4, 1.0, 4,
+                           np.array([[True, False], [True, False]]))
+    assert gain.reads_now([0]).tolist() == [1.0, 1.0] and gain.reads_now([0], simulated=True).tolist() == [2.0, 2.0]
+    assert gain.per_query(np.array([0, 1]), [0]).tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="one row per reference"):
+        OutOfSampleGain(gain.sample, gain.vc, gain.refs, gain.half, gain.allowed, gain.block_leaf, 4, 1.0, 4,
+                        np.ones((1, 2), bool))
+
+
+def test_in_sample_the_tree_is_grown_and_judged_on_every_query():
+    # grown on both queries with the cut, judged on both: 2 blocks read before, 1 after, per query
+    assert in_sample_gain(_gain(np.arange(8)), np.array([0, 1]), [0], np.array([0])) == pytest.approx(1.0)
+    assert in_sample_gain(_gain(np.arange(8)), np.array([0, 1]), [0], np.array([], np.int64)) == 0.0
 
 
 def test_without_the_cut_the_writer_order_decides():
