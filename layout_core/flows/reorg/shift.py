@@ -601,8 +601,7 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     window_cuts = cuts_of(window.analyses)
     half_cuts = {(name, h): cuts_of(a for a, side in zip(q.analyses, halves[name]) if side == h)
                  for name, q in logs.items() for h in (0, 1)}
-    extra = [c for c in ([*cuts_of(training.analyses)] if training else []) + [c for cs in half_cuts.values()
-                                                                                 for c in cs]]
+    extra = (cuts_of(training.analyses) if training else []) + [c for cs in half_cuts.values() for c in cs]
     induced = set().union(*map(path_tables, window_cuts + extra)) if window_cuts or extra else set()
     frames, sources = {}, {}
     if induced:
@@ -645,7 +644,7 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     key_block = [int(k.split("|", 1)[0]) for k in unique_keys]
     values = {c: ColumnValues.of([r[2 + j] for r in records]) for j, c in enumerate(columns)}
     sample = SampledRows(vector_of_row.astype(np.int64), np.array([block_index[int(r[0])] for r in records]),
-                         writer_rank([values[c] for c in order]), values)
+                         writer_rank([values[c] for c in order], len(records)), values)
     scale = total_rows / len(records)
     block_leaf = np.array([tree.leaf_of_block[b.block_id] for b in layout.blocks], dtype=np.int64)
     predicates = [c.predicate for c in cuts]

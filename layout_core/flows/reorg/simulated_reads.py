@@ -101,11 +101,10 @@ class SampledRows:
         return int(self.vector.size)
 
 
-def writer_rank(columns: Sequence[ColumnValues]) -> np.ndarray:
-    """Each row's place when sorted by `columns` (first column first, NULLs first, ties by row)."""
+def writer_rank(columns: Sequence[ColumnValues], n: int) -> np.ndarray:
+    """Each of n rows' place when sorted by `columns` (first column first, NULLs first, ties by row)."""
     if not columns:
-        return np.arange(0, dtype=np.int64)
-    n = columns[0].codes.size
+        return np.arange(n, dtype=np.int64)
     order = np.lexsort([np.arange(n)] + [c.codes for c in reversed(columns)])
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)

@@ -46,7 +46,8 @@ def test_column_values_code_rows_by_their_rank_among_distinct_values_and_null_as
     assert col.codes.tolist() == [1, -1, 0, 1] and col.values.tolist() == ["a", "b"]
     assert ColumnValues.of([None, None]).codes.tolist() == [-1, -1]
     # sorted by x: rows 0 (x=1), 2 (2), 4 (3), 6 (4), 1 (5), ...
-    assert writer_rank([ColumnValues.of(VALUES)]).tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    assert writer_rank([ColumnValues.of(VALUES)], 8).tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    assert writer_rank([], 3).tolist() == [0, 1, 2]  # no sort column: the sample's order
 
 
 def test_blocks_get_bits_and_zone_maps_of_their_sampled_rows():
@@ -116,7 +117,7 @@ def test_without_the_cut_the_writer_order_decides():
     (1..4 | 5..8) the zone maps skip the second block: a gain of 1."""
     none = (np.array([], np.int64), np.array([], np.int64))
     assert _gain(np.arange(8), none).per_query(np.array([0, 1]), [0]).tolist() == [0.0, 0.0]
-    by_x = writer_rank([ColumnValues.of(VALUES)])
+    by_x = writer_rank([ColumnValues.of(VALUES)], 8)
     assert _gain(by_x, none).per_query(np.array([0, 1]), [0]).tolist() == [1.0, 1.0]
 
 
