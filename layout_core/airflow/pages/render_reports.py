@@ -67,7 +67,9 @@ def render_monitor(run: MonitorRun, base: str = "") -> str:
         if not t["partitions"]:
             continue
         parts.append("<table><tr><th>partition</th><th>version</th><th>blocks</th><th>reward</th>"
-                     "<th>blocks chosen</th><th>subtrees evaluated</th><th>reason</th></tr>")
+                     "<th>blocks chosen</th><th>subtrees evaluated</th><th>reason</th>"
+                     "<th>a full re-layout saves per query (noise floor)</th>"
+                     "<th>reward at the bootstrap's 5%</th></tr>")
         for p in t["partitions"]:
             parts.append(f"<tr><td>{escape(p['partition'] or '(unpartitioned)')}</td>"
                          f"<td class=\"n\">{escape(p['version'])}</td>"
@@ -76,7 +78,9 @@ def render_monitor(run: MonitorRun, base: str = "") -> str:
                          f"<td class=\"n\">{escaped_number(p['blocks_chosen'])}</td>"
                          f"<td class=\"n\">{escaped_number(p['subtrees_evaluated'])} of "
                          f"{escaped_number(p['subtrees_total'])}</td>"
-                         f"<td>{escape(p['reason'])}</td></tr>")
+                         f"<td>{escape(p['reason'])}</td>"
+                         f"<td class=\"n\">{_gain_and_noise(p)}</td>"
+                         f"<td class=\"n\">{escaped_number(p['lower_bound'])}</td></tr>")
         parts.append("</table>")
         for p in t["partitions"]:
             if not p["chosen"]:
@@ -95,6 +99,13 @@ def render_monitor(run: MonitorRun, base: str = "") -> str:
                              f"<td class=\"n\">{escaped_number(c['reward'])}</td></tr>")
             parts.append("</table>")
     return page(title, "".join(parts), base)
+
+
+def _gain_and_noise(partition: dict) -> str:
+    """B of the root and its noise floor, "" for a report without them."""
+    if partition["root_gain"] is None:
+        return ""
+    return f"{escaped_number(partition['root_gain'])} ({escaped_number(partition['root_noise'])})"
 
 
 def _folder_rows(folders: list[dict], with_version: bool) -> str:

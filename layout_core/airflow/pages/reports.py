@@ -225,6 +225,8 @@ def _checked_partition(partition: dict, at: str) -> dict:
     for key in ("blocks", "blocks_chosen", "subtrees_evaluated", "subtrees_total"):
         checked[key] = _field(partition, key, "a whole number", at)
     checked["bound_violations"] = _field(partition, "bound_violations", "a whole number", at, required=False)
+    for key in ("root_gain", "root_noise", "lower_bound"):  # reports from before the noise floor lack them
+        checked[key] = _field(partition, key, "a number", at, required=False)
     for c, chosen in enumerate(_objects(partition, "chosen", at)):
         there = f"{at}, chosen subtree {c + 1}"
         leaves = _field(chosen, "leaves", "a list", there, required=False)

@@ -574,7 +574,8 @@ def _write_monitor_report(warehouse: Path) -> Path:
     start, end = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
     chosen = (ChosenSubtree(4, (5, 6), 12, 3.5, 40.25, 28.25), ChosenSubtree(9, (11,), 1, 0.5, 1.85, 0.85))
     partition = PartitionShift("1995", 2, "qdtree", False, 30, 7.5, chosen, 29.1, 14, 31,
-                               "2 subtrees of 13 blocks: reward 29.1")
+                               "2 subtrees of 13 blocks: reward 29.1", lower_bound=12.5, root_gain=2.25,
+                               root_noise=0.5)
     quiet = PartitionShift("1996", 3, "qdtree", False, 8, 1.0, (), 0.0, 3, 3, "no subtree pays off")
     reports = [
         ShiftReport("lineitem", start, end, 200.0, 100.0, 40, 37, 2, 0, (partition, quiet),
@@ -607,6 +608,8 @@ def test_a_monitor_run_page_shows_its_shift_report(tmp_path, warehouse):
     assert re.search(r"<tr><td>1995</td><td class=\"n\">2</td><td class=\"n\">30</td><td class=\"n\">29.1</td>"
                      r"<td class=\"n\">13</td><td class=\"n\">14 of 31</td>", lineitem)
     assert re.search(r"<td>1996</td>.*?<td class=\"n\">3 of 3</td><td>no subtree pays off</td>", lineitem)
+    # what a full re-layout would save per query over its noise floor, and the bootstrap's bound
+    assert re.search(r"reward 29.1</td><td class=\"n\">2.25 \(0.5\)</td><td class=\"n\">12.5</td>", lineitem)
     assert "Subtrees chosen in partition 1995 (version 2): 2, 14 evaluated of 31" in " ".join(_text(lineitem).split())
     rows = re.findall(r"<tr>((?:<td class=\"n\">[^<]*</td>){5})</tr>", lineitem)
     assert [re.findall(r"<td class=\"n\">([^<]*)</td>", r) for r in rows] == [["4", "12", "2", "40.25", "28.25"],
