@@ -175,7 +175,8 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
     flagged = with_vectors(df, cuts, frames)
     flagged.select(*df.columns, VECTOR_COLUMN).write.mode("overwrite").parquet(str(paths.file("featurized")))
     numbers = _log_numbers(summary, table.name)
-    training = tuple(a.sql for a in summary.analyses if a.refs_of_table(table.name)) if summary else ()
+    training = spread(tuple(a.sql for a in summary.analyses if a.refs_of_table(table.name)) if summary else (),
+                      MAX_TRAINING_QUERIES)
     write_artifact(paths.staging, Features(chosen.name, as_lists(resolved), table.name,
                                            schema_fingerprint(table), tuple(entries), workload.to_json(), numbers,
                                            training))
@@ -183,6 +184,19 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
         **numbers, "optimizer": chosen.name, "cuts": len(entries),
         "join_induced": sum(e.kind == "join_induced" for e in entries),
         "seconds": round(time.monotonic() - t0, 2)})
+
+
+# The noise floor needs enough queries for two halves; a log of a busy day would make every
+# version's stored plan megabytes long.
+MAX_TRAINING_QUERIES = 2000
+
+
+def spread(items: tuple, limit: int) -> tuple:
+    """At most `limit` (>= 2) of `items`, evenly spread from the first to the last."""
+    if len(items) <= limit:
+        return items
+    step = (len(items) - 1) / (limit - 1)
+    return tuple(items[round(i * step)] for i in range(limit))
 
 
 def training_log(features: Features) -> dict:

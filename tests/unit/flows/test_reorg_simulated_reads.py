@@ -142,3 +142,11 @@ def test_the_bootstrap_bound_is_below_the_mean_and_zero_spread_gives_the_mean():
     low = bootstrap_lower_bound(gains, lambda m: m)
     assert 0 <= low < 1.0
     assert bootstrap_lower_bound(gains, lambda m: 3 * m - 1) == pytest.approx(3 * low - 1)
+
+
+def test_a_long_training_log_is_kept_as_an_even_spread():
+    from layout_core.flows.nightly.steps import spread
+
+    assert spread(("a", "b"), 5) == ("a", "b")
+    assert spread(tuple(range(9)), 3) == (0, 4, 8)  # first, middle, last
+    assert spread(tuple(range(10)), 4) == (0, 3, 6, 9)
