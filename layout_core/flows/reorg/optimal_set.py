@@ -16,8 +16,9 @@ ancestor of another) with the largest total reward; the empty set has reward
 its children's best sets, whichever has the higher reward. {T} needs R(T) > 0,
 and on a tie {T} wins (one rewrite instead of several, as property 3 below).
 
-The inputs come from `subtree_rewards` (``benefits = SubtreeBenefits.of(...)``, ``old = benefits.old``):
-``optimal_set(SubtreeShape(old.children, old.blocks, old.reads), benefits.benefit, q, w)``.
+The workload monitor (`reorg.shift.partition_rewards`) builds the shape from the old tree's
+subtrees (`subtree_rewards.old_subtrees`), C from the catalog and A from the router, and B
+from `reorg.simulated_reads` (out of sample, less the noise floor).
 
 Pruning (``prune=True``) skips benefit() where the answer cannot change. The
 paper's properties, with U(T) the tightest known upper bound of B(T):

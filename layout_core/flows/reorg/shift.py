@@ -9,18 +9,21 @@ non-overlapping subtrees. Nothing is written: the data is only read.
 * B(T, Q): blocks a query of the window reads less after T's records are
   re-laid out by T', a qd-tree grown for the window (the paper's unit: per
   query of the window, a query that does not read the table counting 0).
-  T and T' are judged alike, by the router's rules on blocks simulated from
-  a row sample of the layout (`reorg.simulated_reads`), and out of sample:
-  T' grown on one half of the window's queries is judged on the other half,
-  both ways, so a tree that only fits the window's literals gains nothing;
+  T and T' are both judged by the router's rules (`reorg.simulated_reads`):
+  T by the router's own verdicts on its real blocks, T' on blocks simulated
+  from a row sample of the layout with the statistics the writer would give
+  them; and out of sample: T' grown on one half of the window's queries is
+  judged on the other half, both ways, so a tree that only fits the
+  window's literals gains nothing;
 * the noise floor: the same B measured on the layout's own training log
   (recorded in its plan), which no shift separates from the layout. B is
   the window's B less the floor, and the best set is kept only when its
   reward stays positive at the bootstrap's 5% quantile over the window's
   queries;
-* A(T): the blocks of T a query of the window reads now, the bound of B
-  that prunes the search; the report also gives A of the root as the router
-  reads the real blocks (`reads`), beside the simulated one.
+* A(T): the blocks of T the router reads now per query of the window, the
+  bound of B that prunes the search; the report also gives A of the root
+  judged on simulated blocks (`reads_simulated`), to show how far the
+  simulation is from the router.
 
 The new subtree the reorganization writes is grown on the whole window
 (`reorg.subtree_rewards.SubtreeBenefits.new_subtree`). A layout without a
@@ -54,7 +57,6 @@ from layout_core.flows.reorg.simulated_reads import (
     References,
     SampledRows,
     bootstrap_lower_bound,
-    in_sample_gain,
     query_halves,
     writer_rank,
 )
@@ -470,7 +472,7 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
 
     def in_sample(rewards) -> float:
         members = np.arange(inputs.vc.n)
-        return in_sample_gain(inputs.window_gain, members, rewards.leaf_ids[0], np.arange(inputs.window_cuts))
+        return inputs.window_gain.in_sample(members, rewards.leaf_ids[0], np.arange(inputs.window_cuts))
 
     def model(benefits) -> PartitionModel:
         return PartitionModel(layout, tree, optimizer, inputs.resolved, inputs.cuts[:inputs.window_cuts],

@@ -49,7 +49,7 @@ from layout_core.predicates import Predicate
 from layout_core.skipping.zonemaps import ColumnArrays, ZoneMaps, might_match_blocks
 
 __all__ = ["ColumnValues", "SampledRows", "References", "SimulatedBlocks", "simulated_blocks", "reads",
-           "tree_blocks", "query_halves", "OutOfSampleGain", "in_sample_gain", "bootstrap_lower_bound"]
+           "tree_blocks", "query_halves", "OutOfSampleGain", "bootstrap_lower_bound"]
 
 
 # ---------------------------------------------------------------------------
@@ -326,33 +326,31 @@ class OutOfSampleGain:
         `leaf_ids`, holding the vc vectors `members`)."""
         if not self.both_halves:
             raise ValueError("the log needs references to the table in both halves")
-        rows = np.flatnonzero(np.isin(self.sample.vector, members))
         after = np.zeros(self.refs.n, dtype=np.float64)
-        subset = VectorCounts(self.vc.vectors[members], self.vc.counts[members], self.vc.weights)
         for grown in (0, 1):
             judged = self.ref_half != grown
-            weights = (self.ref_half == grown).astype(np.float64)
-            tree = greedy_tree(subset, Workload(self.refs.implies, self.refs.disjoint, weights), self.min_leaf_rows,
-                               allowed_cuts=self.allowed[grown], objective="router")
-            tree = reindexed_tree(tree, members)
-            block, n_blocks = tree_blocks(tree, self.sample, rows, self.block_rows, self.scale)
-            new = simulated_blocks(self.sample, self.vc.vectors, rows, block, n_blocks)
-            after[judged] = reads(self.refs.subset(judged), new).sum(axis=1)
+            after[judged] = self.new_reads(members, self.ref_half == grown, self.allowed[grown], judged)
         return self.reads_now(leaf_ids) - self.refs.per_query(after)
 
+    def in_sample(self, members: np.ndarray, leaf_ids: Sequence[int], allowed: np.ndarray) -> float:
+        """Blocks per query of the log read less on a T' grown on every reference of the log
+        (cuts `allowed`) and judged on the same references: what re-laying out for the log saves
+        on the log itself (in sample, as a full re-layout trained on it measures its own gain)."""
+        every = np.ones(self.refs.n, dtype=bool)
+        after = self.new_reads(members, every, allowed, every).sum()
+        return float(self.reads_now(leaf_ids).sum() - after) / self.refs.queries
 
-def in_sample_gain(gain: OutOfSampleGain, members: np.ndarray, leaf_ids: Sequence[int],
-                   allowed: np.ndarray) -> float:
-    """Blocks per query of the log read less on a T' grown on every reference of the log
-    (cuts `allowed`) and judged on the same references: what re-laying out for the log saves
-    on the log itself (in sample, as a full re-layout trained on it measures its own gain)."""
-    rows = np.flatnonzero(np.isin(gain.sample.vector, members))
-    subset = VectorCounts(gain.vc.vectors[members], gain.vc.counts[members], gain.vc.weights)
-    tree = greedy_tree(subset, Workload(gain.refs.implies, gain.refs.disjoint), gain.min_leaf_rows,
-                       allowed_cuts=allowed, objective="router")
-    block, n_blocks = tree_blocks(reindexed_tree(tree, members), gain.sample, rows, gain.block_rows, gain.scale)
-    after = reads(gain.refs, simulated_blocks(gain.sample, gain.vc.vectors, rows, block, n_blocks)).sum()
-    return float(gain.reads_now(leaf_ids).sum() - after) / gain.refs.queries
+    def new_reads(self, members: np.ndarray, grown_on: np.ndarray, allowed: np.ndarray,
+                  judged: np.ndarray) -> np.ndarray:
+        """Per reference `judged`, the blocks it reads of a T' over the vc vectors `members`,
+        grown on the references `grown_on` with the cuts `allowed`, written as the writer would."""
+        rows = np.flatnonzero(np.isin(self.sample.vector, members))
+        subset = VectorCounts(self.vc.vectors[members], self.vc.counts[members], self.vc.weights)
+        workload = Workload(self.refs.implies, self.refs.disjoint, grown_on.astype(np.float64))
+        tree = greedy_tree(subset, workload, self.min_leaf_rows, allowed_cuts=allowed, objective="router")
+        block, n_blocks = tree_blocks(reindexed_tree(tree, members), self.sample, rows, self.block_rows, self.scale)
+        new = simulated_blocks(self.sample, self.vc.vectors, rows, block, n_blocks)
+        return reads(self.refs.subset(judged), new).sum(axis=1)
 
 
 def bootstrap_lower_bound(per_query: np.ndarray, statistic, resamples: int = 1000, level: float = 0.05,

@@ -11,8 +11,13 @@ R(T) = (q / w) · B(T, Q) - C(T), where
   read less if T's records were laid out by a fresh qd-tree T' grown for Q on
   T's records only, clipped at 0 (a worse T' would not be written).
 
-The optimal set of subtrees is computed elsewhere from (children, C, A,
-benefit); this module produces those inputs.
+The workload monitor (`reorg.shift`) takes from this module the old tree's
+subtrees (`OldSubtrees`: children, nodes, the records under each) and T'
+(`SubtreeBenefits.new_subtree`, what a partial reorganization writes); its
+C, A and B come from the catalog, the router and `reorg.simulated_reads`.
+The leaf-level estimates of C, A and B below (`OldSubtrees.blocks/reads`,
+`SubtreeBenefits.benefit`) are the earlier estimator: the monitor no longer
+uses them.
 
 Setting: `vc` holds the active version's records (all, or a sample with
 `scale` = full rows / sampled rows) featurized against a combined cut list,

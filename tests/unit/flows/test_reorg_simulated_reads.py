@@ -10,7 +10,6 @@ from layout_core.flows.reorg.simulated_reads import (
     References,
     SampledRows,
     bootstrap_lower_bound,
-    in_sample_gain,
     query_halves,
     reads,
     simulated_blocks,
@@ -107,8 +106,8 @@ def test_the_routers_verdicts_on_the_real_blocks_replace_the_simulated_ones_for_
 
 def test_in_sample_the_tree_is_grown_and_judged_on_every_query():
     # grown on both queries with the cut, judged on both: 2 blocks read before, 1 after, per query
-    assert in_sample_gain(_gain(np.arange(8)), np.array([0, 1]), [0], np.array([0])) == pytest.approx(1.0)
-    assert in_sample_gain(_gain(np.arange(8)), np.array([0, 1]), [0], np.array([], np.int64)) == 0.0
+    assert _gain(np.arange(8)).in_sample(np.array([0, 1]), [0], np.array([0])) == pytest.approx(1.0)
+    assert _gain(np.arange(8)).in_sample(np.array([0, 1]), [0], np.array([], np.int64)) == 0.0
 
 
 def test_without_the_cut_the_writer_order_decides():
