@@ -199,7 +199,7 @@ def spread(items: tuple, limit: int) -> tuple:
     return tuple(items[round(i * step)] for i in range(limit))
 
 
-def training_log(features: Features) -> dict:
+def recorded_training_log(features: Features) -> dict:
     """What the stored plan keeps of the training log: its queries that read the table, and
     how many queries it analyzed in all (the workload monitor's noise floor, `reorg.shift`)."""
     return {TRAINING_QUERIES: list(features.training_sql), TRAINING_LOG_QUERIES: features.log.get("parsed", 0)}
@@ -372,7 +372,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
                            cells=cells.get(s.block_id, ())) for s in summaries]
     # the fingerprint of the rows verified in the blocks, not of an earlier attempt's input
     publish(catalog, version, "update_catalog", cuts=cut_records(paths, features.cuts),
-            plan={**plan.to_json(), **training_log(features)},
+            plan={**plan.to_json(), **recorded_training_log(features)},
             trees=tree_records(plan), blocks=blocks, input_fingerprint=f"{verified.rows}:{verified.checksum}")
     numbers = {"version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks),
                "expected_blocks": plan.n_blocks, "range_sets": range_sets}

@@ -408,7 +408,9 @@ def measure_shift(spark, catalog, schema: Schema, table: str, settings: ShiftSet
 
     index = RoutingIndex.from_snapshot(snapshot)
     routes = [route_analysis(a, index, schema, dips=False) for a in window.analyses]
-    measured = [_partition_shift(spark, catalog, schema, snapshot, index, layout, window, routes, settings)
+    # The partitions' versions were mostly laid out for one training log: parse and route each text once.
+    routed = RoutedTexts(schema, index)
+    measured = [_partition_shift(spark, catalog, schema, snapshot, routed, layout, window, routes, settings)
                 for layout in layouts]
     partitions = [p for p, _ in measured]
     total = sum(p.reward for p in partitions)
@@ -441,7 +443,7 @@ def router_reads(routes: Sequence[Route], analyses: Sequence[QueryAnalysis], tab
     return np.array(rows, dtype=bool).reshape(len(rows), len(layout.blocks))
 
 
-def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, index: RoutingIndex,
+def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, routed: "RoutedTexts",
                      layout: ActiveLayout, window: Window, routes: Sequence[Route],
                      settings: ShiftSettings) -> tuple[PartitionShift, PartitionModel]:
     started = time.monotonic()
@@ -451,11 +453,10 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
     optimizer = version.optimizer if version.optimizer in TREE_OPTIMIZERS else DEFAULT_REOPTIMIZER
     params = version.params if version.optimizer in TREE_OPTIMIZERS else {
         "block_rows": version.params.get("block_rows")}
-    training = training_log(catalog, schema, layout)
+    training = training_log(catalog, layout, routed)
     window_reads = router_reads(routes, window.analyses, table.name, layout)
     training_reads = None if training is None else router_reads(
-        [route_analysis(a, index, schema, dips=False) for a in training.analyses], training.analyses, table.name,
-        layout)
+        [routed.route(text) for text in training.sql], training.analyses, table.name, layout)
     inputs = _partition_inputs(spark, catalog, schema, snapshot, layout, table, tree, window, training, optimizer,
                                params, settings, {"window": window_reads, "training": training_reads})
     sizes = {b.block_id: b.row_count for b in layout.blocks}
@@ -536,7 +537,30 @@ class QueryLog:
     queries: int
 
 
-def training_log(catalog, schema: Schema, layout: ActiveLayout) -> QueryLog | None:
+class RoutedTexts:
+    """Query texts analyzed and routed (diPs off) once, however many partitions ask."""
+
+    def __init__(self, schema: Schema, index: RoutingIndex) -> None:
+        self.schema, self.index = schema, index
+        self._analyses: dict[str, QueryAnalysis | None] = {}
+        self._routes: dict[str, Route] = {}
+
+    def analysis(self, text: str) -> QueryAnalysis | None:
+        """None when the text no longer analyzes under the current schema."""
+        if text not in self._analyses:
+            try:
+                self._analyses[text] = analyze(text, self.schema)
+            except QueryError:
+                self._analyses[text] = None
+        return self._analyses[text]
+
+    def route(self, text: str) -> Route:
+        if text not in self._routes:
+            self._routes[text] = route_analysis(self.analysis(text), self.index, self.schema, dips=False)
+        return self._routes[text]
+
+
+def training_log(catalog, layout: ActiveLayout, routed: RoutedTexts) -> QueryLog | None:
     """The queries the layout was made for, from its stored plan (None when the plan has none:
     a version laid out before they were recorded, or without a log). Queries that no longer
     analyze under the current schema are left out."""
@@ -544,11 +568,8 @@ def training_log(catalog, schema: Schema, layout: ActiveLayout) -> QueryLog | No
     sql = plan.get(TRAINING_QUERIES) or ()
     kept = []
     for text in sql:
-        try:
-            analysis = analyze(text, schema)
-        except QueryError:
-            continue
-        if analysis.refs_of_table(layout.version.table):
+        analysis = routed.analysis(text)
+        if analysis is not None and analysis.refs_of_table(layout.version.table):
             kept.append((text, analysis))
     if not kept:
         return None
