@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from layout_core.algorithms.qdtree import Node
-from layout_core.algorithms.types import VectorCounts, Workload
+from layout_core.algorithms.types import VectorCounts
 from layout_core.base.schema import load_schema
 from layout_core.catalog import ActiveLayout, BlockRecord, QueryRecord, TreeNodeRecord, VersionInfo
 from layout_core.flows.reorg.monitor import asset_extra, report_path
 from layout_core.flows.reorg.shift import ShiftSettings, old_tree, partition_rewards, window_queries
 from layout_core.flows.reorg.simulated_reads import ColumnValues, OutOfSampleGain, References, SampledRows
-from layout_core.flows.reorg.subtree_rewards import SubtreeBenefits
+from layout_core.flows.reorg.subtrees import old_subtrees
 from layout_core.predicates import Compare
 from layout_core.predicates.model import Column
 from layout_core.workload.history import template_fingerprint
@@ -87,8 +87,7 @@ def _two_leaf_partition():
     sample = SampledRows(vector, block, np.arange(16), {"x": ColumnValues.of(values)})
     leaf_of_vector = np.array([0 if b < 2 else 1 for b, _ in pairs])
     root = Node.split(0, Node.leaf(0, np.zeros(0, np.int64), 0), Node.leaf(1, np.zeros(0, np.int64), 0))
-    old = SubtreeBenefits.of(vc, root, Workload(np.ones((1, 1), bool), np.zeros((1, 1), bool)), 4, 1.0,
-                             leaf_of_vector).old
+    old = old_subtrees(vc, root, leaf_of_vector)
     return sample, vc, old
 
 

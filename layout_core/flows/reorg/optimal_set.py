@@ -17,7 +17,7 @@ its children's best sets, whichever has the higher reward. {T} needs R(T) > 0,
 and on a tie {T} wins (one rewrite instead of several, as property 3 below).
 
 The workload monitor (`reorg.shift.partition_rewards`) builds the shape from the old tree's
-subtrees (`subtree_rewards.old_subtrees`), C from the catalog and A from the router, and B
+subtrees (`subtrees.old_subtrees`), C from the catalog and A from the router, and B
 from `reorg.simulated_reads` (out of sample, less the noise floor).
 
 Pruning (``prune=True``) skips benefit() where the answer cannot change. The
@@ -71,7 +71,7 @@ _SLACK = 1e-9
 
 @dataclass(frozen=True)
 class SubtreeShape:
-    """One qd-tree: nodes 0..n-1, root 0 (any numbering; `subtree_rewards` numbers breadth-first).
+    """One qd-tree: nodes 0..n-1, root 0 (any numbering; `subtrees` numbers breadth-first).
 
     children[i]: (left, right) of node i, or None for a leaf.
     blocks[i]:   C, blocks in node i's subtree (an int >= 0, children's blocks add up).

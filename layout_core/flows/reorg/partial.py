@@ -179,13 +179,13 @@ def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Sc
 
 def _partition_plan(table: TableSchema, shift, model: PartitionModel) -> ReorgPlan:
 
-    benefits = model.benefits
-    scale = benefits.scale
+    new_subtrees = model.new_subtrees
+    scale = new_subtrees.scale
     block_rows = int(model.settings["block_rows"])
     index_of = {node_id: i for i, node_id in enumerate(model.tree.node_ids)}
     subtrees, expected, first = [], [], 0
     for chosen in shift.chosen:
-        new = benefits.new_subtree(index_of[chosen.node_id])
+        new = new_subtrees.new_subtree(index_of[chosen.node_id])
         by_id = sorted(leaves(new), key=lambda leaf: leaf.leaf_id)
         rows = [leaf.rows * scale for leaf in by_id]
         n_blocks = leaf_blocks(new, block_rows, scale).n_blocks.tolist()

@@ -26,7 +26,7 @@ non-overlapping subtrees. Nothing is written: the data is only read.
   simulation is from the router.
 
 The new subtree the reorganization writes is grown on the whole window
-(`reorg.subtree_rewards.SubtreeBenefits.new_subtree`). A layout without a
+(`reorg.subtrees.NewSubtrees.new_subtree`). A layout without a
 qd-tree (sortkey, zorder, fineblock, Pando's k trees) is one subtree: the
 whole partition is re-laid out, or nothing.
 """
@@ -60,7 +60,7 @@ from layout_core.flows.reorg.simulated_reads import (
     query_halves,
     writer_rank,
 )
-from layout_core.flows.reorg.subtree_rewards import OldSubtrees, SubtreeBenefits, min_leaf_rows
+from layout_core.flows.reorg.subtrees import NewSubtrees, OldSubtrees, min_leaf_rows
 from layout_core.optimizers import TableQueries, get_optimizer
 from layout_core.optimizers.base import sort_columns
 from layout_core.predicates import atoms
@@ -160,7 +160,7 @@ def window_queries(history: Sequence[QueryRecord], schema: Schema, table: str,
 @dataclass(frozen=True)
 class OldTree:
     """Tree 0 of a layout as optimizer nodes, with the catalog's node ids in
-    breadth-first order (left child first: `subtree_rewards`' numbering)."""
+    breadth-first order (left child first: `subtrees`' numbering)."""
 
     root: Node
     node_ids: tuple[int, ...]
@@ -334,7 +334,7 @@ class PartitionModel:
     frames: dict  # dimension data of the join-induced cuts (Spark DataFrames)
     source_versions: dict  # table -> the active version ids `frames` were read from
     workload: Any  # PlanWorkload of the window against `cuts`
-    benefits: SubtreeBenefits | None  # None when the partition had no rows or no cuts
+    new_subtrees: NewSubtrees | None  # None when the partition had no rows or no cuts
     window_sql: tuple[str, ...] = ()  # the window's queries on the table: the new version's training log
     window_queries: int = 0  # every analyzed query of the window
 
@@ -475,9 +475,10 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
         members = np.arange(inputs.vc.n)
         return inputs.window_gain.in_sample(members, rewards.leaf_ids[0], np.arange(inputs.window_cuts))
 
-    def model(benefits) -> PartitionModel:
+    def model(new_subtrees) -> PartitionModel:
         return PartitionModel(layout, tree, optimizer, inputs.resolved, inputs.cuts[:inputs.window_cuts],
-                              inputs.frames, inputs.sources, inputs.summary, benefits, window.sql, window.analyzed)
+                              inputs.frames, inputs.sources, inputs.summary, new_subtrees, window.sql,
+                              window.analyzed)
 
     if inputs.sample is None or inputs.window_cuts == 0:
         return result((), 0.0, 0, len(tree.node_ids),
@@ -485,13 +486,13 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
                       else "the partition has no rows"), model(None)
     block_rows, m = inputs.resolved["block_rows"], inputs.window_cuts
     window_vc = VectorCounts(inputs.vc.vectors[:, :m], inputs.vc.counts, np.ones(m))
-    benefits = SubtreeBenefits.of(window_vc, tree.root, inputs.summary.matrices(m), block_rows, inputs.scale,
+    new_subtrees = NewSubtrees.of(window_vc, tree.root, inputs.summary.matrices(m), block_rows, inputs.scale,
                                   inputs.leaf_of_vector)
     if not inputs.window_gain.both_halves:
         return result((), 0.0, 0, len(tree.node_ids),
                       "the window's references to the table all fall in one half of its queries: a new layout "
-                      "cannot be judged out of sample; no reorganization"), model(benefits)
-    rewards = partition_rewards(benefits.old, _subtree_blocks(benefits.old, tree, sizes), inputs.window_gain,
+                      "cannot be judged out of sample; no reorganization"), model(new_subtrees)
+    rewards = partition_rewards(new_subtrees.old, _subtree_blocks(new_subtrees.old, tree, sizes), inputs.window_gain,
                                 inputs.training_gain, settings)
     plan, shape = rewards.plan, rewards.shape
     log.info("%s %s v%d: %d cuts from the window (%d featurized), %d of %d subtrees evaluated; %s",
@@ -502,13 +503,13 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
         return result((), 0.0, plan.evaluated, plan.considered,
                       f"the best set's reward {plan.reward:.1f} falls to {rewards.lower_bound:.1f} at the "
                       f"bootstrap's 5% quantile over the window's queries: not told apart from noise; no "
-                      f"reorganization{whole}", len(plan.bound_violations), rewards), model(benefits)
+                      f"reorganization{whole}", len(plan.bound_violations), rewards), model(new_subtrees)
     chosen = [ChosenSubtree(tree.node_ids[i], rewards.leaf_ids[i], shape.blocks[i], shape.reads[i],
                             (plan.rewards[i] + shape.blocks[i]) * settings.w / settings.q, plan.rewards[i],
                             rewards.noise.get(i, 0.0))
               for i in plan.nodes]
     return (result(chosen, plan.reward, plan.evaluated, plan.considered, plan.reason + whole,
-                   len(plan.bound_violations), rewards), model(benefits))
+                   len(plan.bound_violations), rewards), model(new_subtrees))
 
 
 def _subtree_blocks(old: OldSubtrees, tree: OldTree, sizes: dict[int, int]) -> list[int]:

@@ -44,7 +44,7 @@ import numpy as np
 
 from layout_core.algorithms.qdtree import Node, greedy_tree, leaf_blocks, leaves
 from layout_core.algorithms.types import VectorCounts, Workload
-from layout_core.flows.reorg.subtree_rewards import reindexed_tree
+from layout_core.flows.reorg.subtrees import reindexed_tree
 from layout_core.predicates import Predicate
 from layout_core.skipping.zonemaps import ColumnArrays, ZoneMaps, might_match_blocks
 
