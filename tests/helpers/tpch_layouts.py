@@ -42,40 +42,34 @@ def laid_out_tpch(spark, tpch: Path, home: Path) -> dict:
     return {"index": RoutingIndex.from_snapshot(snapshot), "raw": raw, "blocks": blocks, "snapshot": snapshot}
 
 
-def shared_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, block_rows: dict[str, int]
-                       ) -> tuple[dict, Path]:
-    """`lay_out_tpch` once per test run, for modules that only read the layout: the
-    pytest-xdist workers of a run share one folder (the first lays the tables out while
-    holding a lock, the others then load it). Returns (what lay_out_tpch returns, home)."""
+def shared_home(tmp_path_factory, name: str, make) -> Path:
+    """A folder made once per test run by `make(folder)`, for modules that only read it: the
+    pytest-xdist workers of a run share it (the first makes it while holding a lock, the
+    others then find it made)."""
     import fcntl
-    import hashlib
     import os
 
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    key = hashlib.sha1(repr((optimizer, sorted(block_rows.items()))).encode()).hexdigest()[:12]
-    home = root / f"shared_tpch_{optimizer}_{key}"
-    with open(root / f"shared_tpch_{key}.lock", "w") as lock:
+    home = root / f"shared_{name}"
+    with open(root / f"shared_{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        done = home / "laid_out"
-        if done.exists():
-            return laid_out_tpch(spark, tpch, home), home
-        shutil.rmtree(home, ignore_errors=True)  # a half-made folder of a crashed worker
-        home.mkdir()
-        laid_out = lay_out_tpch(spark, tpch, home, optimizer, block_rows)
-        done.write_text("")
-        return laid_out, home
+        done = home / "made"
+        if not done.exists():
+            shutil.rmtree(home, ignore_errors=True)  # a half-made folder of a crashed worker
+            home.mkdir()
+            make(home)
+            done.write_text("")
+    return home
 
 
-def copied_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, block_rows: dict[str, int],
-                       home: Path) -> dict:
-    """`shared_tpch_layout`'s warehouse and catalog copied to `home`, for a module that changes
-    its layout: copying takes a second where laying the tables out again takes minutes. The
-    copy's catalog names the copy's folders (every path in it rewritten), so nothing the module
-    writes or replaces reaches the shared folder that other modules read."""
+def copied_home(shared: Path, home: Path) -> Path:
+    """`shared`'s warehouse and SQLite catalog (`catalog.db`) copied to `home`, for a module
+    that changes its layout: copying takes a second where laying tables out again takes
+    minutes. The copy's catalog names the copy's folders (every path in it rewritten), so
+    nothing the module writes or replaces reaches the shared folder that other modules read."""
     import sqlite3
 
-    _, shared = shared_tpch_layout(spark, tpch, tmp_path_factory, optimizer, block_rows)
     shutil.copytree(shared, home, dirs_exist_ok=True)
     with sqlite3.connect(home / "catalog.db") as db:
         for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
@@ -83,7 +77,26 @@ def copied_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, bloc
                 if column[2].upper() == "TEXT":
                     db.execute(f"UPDATE {table} SET {column[1]} = replace({column[1]}, ?, ?)",
                                (str(shared), str(home)))
-    return laid_out_tpch(spark, tpch, home)
+    return home
+
+
+def shared_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, block_rows: dict[str, int]
+                       ) -> tuple[dict, Path]:
+    """`lay_out_tpch` once per test run (`shared_home`), for modules that only read the
+    layout. Returns (what lay_out_tpch returns, home)."""
+    import hashlib
+
+    key = hashlib.sha1(repr((optimizer, sorted(block_rows.items()))).encode()).hexdigest()[:12]
+    home = shared_home(tmp_path_factory, f"tpch_{optimizer}_{key}",
+                       lambda folder: lay_out_tpch(spark, tpch, folder, optimizer, block_rows))
+    return laid_out_tpch(spark, tpch, home), home
+
+
+def copied_tpch_layout(spark, tpch: Path, tmp_path_factory, optimizer: str, block_rows: dict[str, int],
+                       home: Path) -> dict:
+    """`shared_tpch_layout` copied to `home` (`copied_home`), for a module that changes it."""
+    _, shared = shared_tpch_layout(spark, tpch, tmp_path_factory, optimizer, block_rows)
+    return laid_out_tpch(spark, tpch, copied_home(shared, home))
 
 
 def use(frames: dict) -> None:
@@ -103,16 +116,20 @@ def lineitem_1995_conf(tpch: Path, folder: Path, optimizer: str = "qdtree", inst
     }
 
 
-def lineitem_trained_on_1_to_11(spark, tpch: Path, home: Path) -> str:
+def lineitem_trained_on_1_to_11(spark, tpch: Path, tmp_path_factory, home: Path) -> str:
     """lineitem (`tpch`'s scale) laid out by qdtree in 1,000-row blocks for 8 instances of each
-    of templates 1-11, by the nightly steps, warehouse `home`/wh; returns the catalog URL."""
-    log = home / "train.sql"
-    write_sql_file(generate(8, seed=1, templates=range(1, 12), scale_factor=0.01), log)
-    url = f"sqlite:///{home / 'catalog.db'}"
-    with Catalog(url) as catalog:
-        steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(home / "wh", "lineitem", "", "night-1"),
-                             str(tpch / "lineitem.parquet"), "qdtree", {"block_rows": 1000}, str(log))
-    return url
+    of templates 1-11, by the nightly steps, warehouse `home`/wh; returns the catalog URL.
+    Laid out once per test run and copied to `home` (`shared_home`, `copied_home`)."""
+
+    def lay_out(folder: Path) -> None:
+        log = folder / "train.sql"
+        write_sql_file(generate(8, seed=1, templates=range(1, 12), scale_factor=0.01), log)
+        with Catalog(f"sqlite:///{folder / 'catalog.db'}") as catalog:
+            steps.run_in_process(spark, catalog, SCHEMA, steps.RunPaths(folder / "wh", "lineitem", "", "night-1"),
+                                 str(tpch / "lineitem.parquet"), "qdtree", {"block_rows": 1000}, str(log))
+
+    copied_home(shared_home(tmp_path_factory, "lineitem_1_to_11", lay_out), home)
+    return f"sqlite:///{home / 'catalog.db'}"
 
 
 def query_history(templates, ts, seed: int = 5, per_template: int = 8) -> list:

@@ -17,7 +17,7 @@ from tests.helpers.tpch_layouts import BLOCK_ROWS, SCHEMA, shared_tpch_layout, u
 pytestmark = pytest.mark.slow
 
 QUERIES = 300  # about a hundred of them skip blocks
-SPARK_SAMPLE = 12
+SPARK_SAMPLE = 6  # Spark runs each as written and rewritten; DuckDB checks all 300
 
 
 # mto's layouts have join-induced cuts and the router's every skipping path; fineblock's
@@ -41,7 +41,7 @@ def test_random_queries_give_the_same_answers_rewritten(catalog_url, tmp_path, c
     assert status == 0
     assert printed["queries"] == QUERIES
     assert details["runs"]["duckdb"] + details["not_comparable"] >= QUERIES
-    assert details["runs"]["spark"] >= SPARK_SAMPLE - 2  # a query Spark refuses is not comparable, not lost
+    assert details["runs"]["spark"] >= SPARK_SAMPLE - 1  # a query Spark refuses is not comparable, not lost
     assert details["not_comparable"] <= 5, details["not_comparable_details"][:3]
     assert details["not_analyzed"] == 0
     # not vacuous: a good share of the queries did skip blocks (about 35-40% when written)

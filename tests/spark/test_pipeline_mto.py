@@ -152,7 +152,8 @@ def test_a_log_without_usable_queries_falls_back_to_sort_key_order(spark, world,
     assert len(ranges) >= 5 and all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:]))
 
 
-@pytest.mark.parametrize("curve", ["zorder", "hilbert"])
+# make test: zorder; hilbert (another curve over the same quantiles and steps): make test-full
+@pytest.mark.parametrize("curve", ["zorder", pytest.param("hilbert", marks=pytest.mark.extended)])
 def test_curve_layouts_run_through_the_same_steps(spark, world, curve, tmp_path):
     with Catalog(f"sqlite:///{tmp_path / 'curve.db'}") as catalog:  # orders stays as the other tests left it
         own = {**world, "catalog": catalog, "warehouse": tmp_path / "wh"}

@@ -80,6 +80,9 @@ def test_rewritten_queries_give_the_raw_answers(tpcds_b2):
     assert spark["queries"] == len(BENCH_TEMPLATES) and spark["identical_answers"], spark["mismatches"]
 
 
+# make test runs three templates through the benchmark with --spark (above); every one of the
+# 36 as generated, on the raw tables: make test-full.
+@pytest.mark.extended
 def test_every_template_runs_in_spark_sql(spark, tpcds_data, tpch_sf001):
     answered = 0
     try:

@@ -84,7 +84,7 @@ def pristine_layout(spark, tpch_sf001, tmp_path_factory):
     """lineitem (SF 0.01) laid out by qdtree for templates 1-11, a history of templates 12-22,
     made once; (its home, a copy of that home as it was made)."""
     home = tmp_path_factory.mktemp("partial_reorg")
-    url = lineitem_trained_on_1_to_11(spark, tpch_sf001, home)
+    url = lineitem_trained_on_1_to_11(spark, tpch_sf001, tmp_path_factory, home)
     with Catalog(url) as catalog:
         catalog.record_queries(query_history(range(12, 23), dt.datetime.now(dt.timezone.utc)))
     copy = tmp_path_factory.mktemp("partial_reorg_pristine")
@@ -102,6 +102,15 @@ def base_layout(pristine_layout):
     return f"sqlite:///{home / 'catalog.db'}", home / "wh"
 
 
+def _blocks_read(catalog, queries) -> int:
+    """lineitem blocks the router reads for `queries` on the active layout."""
+    from layout_core.skipping.router import RoutingIndex, route_query
+
+    index = RoutingIndex.from_snapshot(catalog.snapshot())
+    return sum(len(r.blocks) for sql in queries for r in route_query(sql, index, SCHEMA).refs
+               if r.table == "lineitem")
+
+
 def _answers_match(spark, tpch_sf001, catalog, queries):
     """Every query gives the same rows through the router's block filters as on the raw table."""
     from layout_core.skipping.rewrite import rewrite_sql
@@ -115,11 +124,9 @@ def _answers_match(spark, tpch_sf001, catalog, queries):
     laid_out = layout_frame(spark, snapshot, SCHEMA.table("lineitem"))
     for t in ("region", "nation", "supplier", "customer", "part", "partsupp", "orders"):
         spark.read.parquet(str(tpch_sf001 / f"{t}.parquet")).createOrReplaceTempView(t)
-    blocks_read = 0
     try:
         for sql in queries:
             route = route_query(sql, index, SCHEMA)
-            blocks_read += sum(len(r.blocks) for r in route.refs if r.table == "lineitem")
             raw.createOrReplaceTempView("lineitem")
             expected = spark.sql(sql).collect()
             laid_out.createOrReplaceTempView("lineitem")
@@ -127,7 +134,6 @@ def _answers_match(spark, tpch_sf001, catalog, queries):
             assert same, f"{why}: {sql}"
     finally:
         raw.createOrReplaceTempView("lineitem")
-    return blocks_read
 
 
 @pytest.mark.slow
@@ -138,16 +144,18 @@ def test_partial_reorganization_rewrites_only_the_chosen_subtrees_and_keeps_ever
     from layout_core.workload.tpch import generate
 
     url, warehouse = base_layout
-    test = [q.sql for q in generate(1, seed=9, templates=range(1, 23), scale_factor=0.01)]
+    # the base layout's answers are checked where it is made (the nightly steps' tests): here
+    # the new layout's, on the shifted templates and on the ones the base was trained for
+    old_templates = [q.sql for q in generate(1, seed=9, templates=range(1, 12), scale_factor=0.01)]
     shifted = [q.sql for q in generate(2, seed=9, templates=range(12, 23), scale_factor=0.01)]
     with Catalog(url) as catalog:
         base = catalog.active_layout("lineitem", "")
-        before = _answers_match(spark, tpch_sf001, catalog, shifted)
+        before = _blocks_read(catalog, shifted)
         result = reorganize_in_process(spark, catalog, SCHEMA, warehouse, "lineitem", "reorg-1",
                                        ShiftSettings(q=1000))
         new = catalog.active_layout("lineitem", "")
-        after = _answers_match(spark, tpch_sf001, catalog, shifted)
-        _answers_match(spark, tpch_sf001, catalog, test)
+        after = _blocks_read(catalog, shifted)
+        _answers_match(spark, tpch_sf001, catalog, shifted[::2] + old_templates)  # one of each template
         # a retry of a finished run changes nothing
         again = reorganize_in_process(spark, catalog, SCHEMA, warehouse, "lineitem", "reorg-1",
                                       ShiftSettings(q=1000))

@@ -150,7 +150,7 @@ def test_the_asset_extra_is_small_and_names_the_subtrees(tmp_path):
 def shifted_catalog(spark, tpch_sf001, tmp_path_factory):
     """lineitem (SF 0.01) laid out by qdtree for TPC-H templates 1-11 by the nightly steps."""
     home = tmp_path_factory.mktemp("shift")
-    return lineitem_trained_on_1_to_11(spark, tpch_sf001, home), home
+    return lineitem_trained_on_1_to_11(spark, tpch_sf001, tmp_path_factory, home), home
 
 
 @pytest.mark.slow
@@ -160,13 +160,12 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
 
     url, _ = shifted_catalog
     with Catalog(url) as catalog:
-        same = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(), NOW,
+        # the window the layout was made for, with w as `layout calibrate` measures it on local
+        # disk (2-4; the default is 100, and a larger w only lowers a reward): q/w = 100 would pay
+        # for a 1% gain, and a tree fitted to the window's own literals finds one; out of sample
+        # and over the training log's noise floor, it does not
+        same = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(w=2), NOW,
                              query_history(range(1, 12), NOW))
-        # w as `layout calibrate` measures it on local disk (2-4): q/w = 100 would pay for a 1% gain,
-        # and a tree fitted to the window's own literals finds one; out of sample and over the
-        # training log's noise floor, it does not
-        same_cheap_writes = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(w=2), NOW,
-                                          query_history(range(1, 12), NOW))
         shifted = {prune: measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000, prune=prune), NOW,
                                         query_history(range(12, 23), NOW)) for prune in (True, False)}
         tiny = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000), NOW,
@@ -174,8 +173,7 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
         # twelve runs of one query: enough references, but all in one half
         repeated = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000), NOW,
                                  query_history([6], NOW)[:1] * 12)
-    assert same.reward == 0 and not same.reorganize and same.references > 50
-    assert same_cheap_writes.reward == 0, same_cheap_writes.reason
+    assert same.reward == 0 and not same.reorganize and same.references > 50, same.reason
     (part,) = same.partitions
     assert part.chosen == () and part.blocks == 50 and 0 < part.reads < 50
     # the training log recorded in the layout's plan gave the noise floor

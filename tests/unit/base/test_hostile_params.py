@@ -443,20 +443,27 @@ def _run_cli(argv: list[str], env: dict) -> str:
     return f"rc={done.returncode}\n{done.stdout}\n{done.stderr}"
 
 
-def test_a_catalog_password_appears_in_no_output(tmp_path):
+def test_a_catalog_password_appears_in_no_output(tmp_path, capsys, caplog):
     from layout_core.catalog import CatalogUnreachable
+    from layout_core.cli import main
 
     env = {"LAYOUT_CATALOG_URL": "", "PYTHONPATH": str(PROJECT)}
     bad = ["postgresql+psycopg2://postgres:s3cret@127.0.0.1:1/test",  # nothing listens
            "postgresql+psycopg2://postgres:s3cret@no-such-host.invalid:5432/test",
            "postgresql+psycopg2://postgres:s3cret@127.0.0.1:notaport/test",
            "postgresql+nodriver://postgres:s3cret@127.0.0.1/test", "not a URL s3cret"]
-    for url in bad:
-        for argv in (["catalog", "show", "--catalog", url], ["-v", "stats", "--catalog", url],
-                     ["workload", "history", "--catalog", url]):
-            out = _run_cli(argv, env)
-            assert out.startswith("rc=1") and "cannot open the catalog" in out, out
-            assert "s3cret" not in out and "Traceback" not in out, out
+    commands = (["catalog", "show"], ["-v", "stats"], ["workload", "history"])
+    for i, url in enumerate(bad):
+        # in process: every URL through every command
+        for argv in commands:
+            assert main([*argv, "--catalog", url]) == 1
+            printed = capsys.readouterr()
+            assert "s3cret" not in printed.out + printed.err + caplog.text, argv
+            assert "cannot open the catalog" in printed.err + caplog.text, argv
+        # and each URL once as a user runs it, the command line in its own process (the logs too)
+        out = _run_cli([*commands[i % len(commands)], "--catalog", url], env)
+        assert out.startswith("rc=1") and "cannot open the catalog" in out, out
+        assert "s3cret" not in out and "Traceback" not in out, out
         with pytest.raises(CatalogUnreachable) as e:
             from layout_core.catalog import Catalog
 
