@@ -14,7 +14,9 @@ last hop's parent that satisfy it) are collected as a Roaring bitmap.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from functools import reduce
 from typing import Mapping, Sequence
 
 from pyroaring import BitMap64
@@ -106,11 +108,28 @@ def hops_with_duplicate_keys(tables: Mapping[str, DataFrame], hops) -> set[Hop]:
 def literal_keys(tables: Mapping[str, DataFrame], cut: JoinInduced) -> BitMap64:
     """Key values of the last hop's parent that satisfy the cut (its materialized form),
     computed by the same joins as the cut's bits, from `tables` alone."""
-    hop = cut.hops[-1]
-    parent = _propagate([JoinInduced(cut.hops, cut.source)], tables)[hop]
-    keys = parent.where(F.col(_flag_name(0))).select(F.col(hop.parent_column).cast("long")).toPandas()
-    values = keys.iloc[:, 0].dropna().astype("int64").to_numpy()
-    return BitMap64(values[values >= 0].tolist())
+    return literal_keys_of(tables, [cut])[0]
+
+
+def literal_keys_of(tables: Mapping[str, DataFrame], cuts: Sequence[JoinInduced]) -> list[BitMap64]:
+    """`literal_keys` of every cut, in their order: one Spark job per last hop (the cuts
+    ending in one parent table share its rows), not one per cut."""
+    frames = _propagate(list(cuts), tables) if cuts else {}
+    by_last: dict[Hop, list[int]] = {}
+    for i, cut in enumerate(cuts):
+        by_last.setdefault(cut.hops[-1], []).append(i)
+    keys: list[BitMap64] = [BitMap64() for _ in cuts]
+    for hop in sorted(by_last, key=str):
+        # a cut of another path into the same parent leaves NULL flags in the full join: FALSE
+        flags = [F.coalesce(F.col(_flag_name(i)), F.lit(False)) for i in by_last[hop]]
+        rows = (frames[hop].select(F.col(hop.parent_column).cast("long").alias("_key"), *flags)
+                .where(F.col("_key").isNotNull() & reduce(operator.or_, flags))
+                .toPandas())
+        key = rows.iloc[:, 0].astype("int64").to_numpy()
+        for column, i in enumerate(by_last[hop], start=1):
+            held = key[rows.iloc[:, column].astype(bool).to_numpy()]
+            keys[i] = BitMap64(held[held >= 0].tolist())
+    return keys
 
 
 def with_layout_cut_flags(df: DataFrame, cuts: Sequence, tables: Mapping[str, DataFrame]) -> DataFrame:

@@ -45,3 +45,23 @@ def test_flags_through_four_hops_and_literal_keys(spark, tpch_views):
         "SELECT o_orderkey FROM orders JOIN customer ON o_custkey = c_custkey JOIN nation ON c_nationkey = n_nationkey "
         "JOIN region ON n_regionkey = r_regionkey WHERE r_name = 'EUROPE'").collect()}
     assert set(keys) == expected_keys
+
+
+def test_the_keys_of_many_cuts_come_from_one_pass_and_equal_each_cuts_own(spark, tpch_views):
+    from layout_core.spark.induced import literal_keys, literal_keys_of
+
+    tables = {t: spark.table(t) for t in tpch_views}
+    through_orders = JoinInduced((C_O, O_L), Compare(Column("c_mktsegment", "string"), "=", "BUILDING"))
+    keys = literal_keys_of(tables, CUTS + [through_orders])
+    # CUTS end in customer -> orders: customer keys; the last one in orders -> lineitem: order keys
+    expected = [{r[0] for r in spark.sql(sql).collect()} for sql in (
+        "SELECT c_custkey FROM customer WHERE c_mktsegment = 'BUILDING'",
+        "SELECT c_custkey FROM customer JOIN nation ON c_nationkey = n_nationkey "
+        "JOIN region ON n_regionkey = r_regionkey WHERE r_name = 'ASIA'",
+        "SELECT c_custkey FROM customer JOIN nation ON c_nationkey = n_nationkey "
+        "WHERE n_name IN ('FRANCE', 'GERMANY')",
+        "SELECT c_custkey FROM customer WHERE c_acctbal > 9000",
+        "SELECT o_orderkey FROM orders JOIN customer ON o_custkey = c_custkey WHERE c_mktsegment = 'BUILDING'")]
+    assert [set(k) for k in keys] == expected and all(expected)
+    assert set(literal_keys(tables, CUTS[1])) == expected[1]
+    assert literal_keys_of(tables, []) == []

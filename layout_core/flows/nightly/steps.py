@@ -58,7 +58,7 @@ from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
 from layout_core.spark.assign import block_lineage, with_plan_blocks
 from layout_core.spark.blocks import summarize_blocks, with_bit_vector, write_block_folders
 from layout_core.spark.featurize import path_tables, usable_cuts, vector_sample, with_vectors
-from layout_core.spark.induced import literal_keys, with_layout_cut_flags
+from layout_core.spark.induced import literal_keys_of, with_layout_cut_flags
 from layout_core.workload.analyze import analyze_file
 
 log = logging.getLogger("layout.pipeline")
@@ -153,13 +153,14 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
         frames = source_frames(spark, schema, {t: sources[t]["paths"] for t in sources})
     cuts = usable_cuts(table.name, cuts, frames)
     workload = queries.summary(cuts, table)
+    induced_keys = iter(literal_keys_of(frames, [c.predicate for c in cuts if c.kind == "join_induced"]))
     entries = []
     for position, cut in enumerate(cuts):
         # support: Sun's (fineblock), else the training references that imply the cut or are disjoint with it
         support = cut.support or sum(i[position] or d[position] for i, d in zip(workload.implies, workload.disjoint))
         induced = {}
         if cut.kind == "join_induced":
-            keys = literal_keys(frames, cut.predicate)
+            keys = next(induced_keys)
             keys_path = keys_file(paths, position)
             keys_path.parent.mkdir(parents=True, exist_ok=True)
             keys_path.write_bytes(keys.serialize())

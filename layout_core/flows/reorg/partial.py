@@ -60,7 +60,7 @@ from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
 from layout_core.spark.assign import group_ranges, leaf_column, tie_order
 from layout_core.spark.blocks import summarize_blocks, with_bit_vector, write_block_folders
 from layout_core.spark.featurize import path_tables, with_vectors
-from layout_core.spark.induced import literal_keys, with_layout_cut_flags
+from layout_core.spark.induced import literal_keys_of, with_layout_cut_flags
 
 log = logging.getLogger("layout.reorg")
 
@@ -155,12 +155,11 @@ def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Sc
             continue
         paths = RunPaths(warehouse, table, shift.partition, run_id)
         plan = _partition_plan(schema.table(table), shift, model)
-        for entry in plan.cuts:
-            if entry.kind == "join_induced":
-                keys = literal_keys(model.frames, loads(entry.predicate))
-                target = keys_file(paths, entry.position)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(keys.serialize())
+        induced = [entry for entry in plan.cuts if entry.kind == "join_induced"]
+        for entry, keys in zip(induced, literal_keys_of(model.frames, [loads(e.predicate) for e in induced])):
+            target = keys_file(paths, entry.position)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(keys.serialize())
         write_artifact(paths.staging, plan)
         record_metrics(paths, "plan_reorg", {"replaces": plan.replaces, "subtrees": len(plan.subtrees),
                                       "blocks_rewritten": shift.blocks_chosen, "blocks_total": shift.blocks,
