@@ -28,8 +28,8 @@ QUERIES = 300
 
 
 def _check(catalog_url: str, schema: str, report, capsys, seed: int) -> tuple[dict, dict]:
-    status = main(["check", "--catalog", catalog_url, "--schema", schema, "--queries", str(QUERIES), "--seed", str(seed),
-                   "--spark-sample", "6", "--json", "--report", str(report), "--no-progress"])
+    status = main(["check", "--catalog", catalog_url, "--schema", schema, "--queries", str(QUERIES),
+                   "--seed", str(seed), "--spark-sample", "6", "--json", "--report", str(report), "--no-progress"])
     printed = json.loads(capsys.readouterr().out)
     details = json.loads(report.read_text())
     assert printed["mismatches"] == 0, [m["original"] for m in details["mismatch_details"]][:3]
