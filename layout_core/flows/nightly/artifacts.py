@@ -4,7 +4,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Sequence
+
+from layout_core.flows.names import TRAINING_LOG_QUERIES, TRAINING_QUERIES
+
+# The noise floor needs enough queries for two halves; a log of a busy day would make every
+# version's stored plan megabytes long.
+MAX_TRAINING_QUERIES = 2000
+
+
+def spread(items: tuple, limit: int = MAX_TRAINING_QUERIES) -> tuple:
+    """At most `limit` (>= 2) of `items`, evenly spread from the first to the last."""
+    if len(items) <= limit:
+        return items
+    step = (len(items) - 1) / (limit - 1)
+    return tuple(items[round(i * step)] for i in range(limit))
+
+
+def training_log_record(sql: Sequence[str], log_queries: int) -> dict:
+    """What a version's stored plan keeps of the queries it was laid out for (those that
+    read the table, `spread` to at most MAX_TRAINING_QUERIES) and how many queries the log
+    held in all: the workload monitor's noise floor (`reorg.shift`). The nightly's
+    featurize and a partial reorganization (its window) record it alike."""
+    return {TRAINING_QUERIES: list(spread(tuple(sql))), TRAINING_LOG_QUERIES: log_queries}
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from pyspark.sql import functions as F
 from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN, VECTOR_COLUMN
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import Catalog, CatalogError
-from layout_core.flows.names import NIGHTLY_STEPS, PLAN_FILE, TRAINING_LOG_QUERIES, TRAINING_QUERIES
-from layout_core.flows.nightly.artifacts import CutEntry, Features, IngestSummary, Vectors
+from layout_core.flows.names import NIGHTLY_STEPS, PLAN_FILE
+from layout_core.flows.nightly.artifacts import CutEntry, Features, IngestSummary, Vectors, training_log_record
 from layout_core.optimizers import (
     CandidateCut,
     LayoutPlan,
@@ -176,8 +176,7 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
     flagged = with_vectors(df, cuts, frames)
     flagged.select(*df.columns, VECTOR_COLUMN).write.mode("overwrite").parquet(str(paths.file("featurized")))
     numbers = _log_numbers(summary, table.name)
-    training = spread(tuple(a.sql for a in summary.analyses if a.refs_of_table(table.name)) if summary else (),
-                      MAX_TRAINING_QUERIES)
+    training = tuple(a.sql for a in summary.analyses if a.refs_of_table(table.name)) if summary else ()
     write_artifact(paths.staging, Features(chosen.name, as_lists(resolved), table.name,
                                            schema_fingerprint(table), tuple(entries), workload.to_json(), numbers,
                                            training))
@@ -185,25 +184,6 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
         **numbers, "optimizer": chosen.name, "cuts": len(entries),
         "join_induced": sum(e.kind == "join_induced" for e in entries),
         "seconds": round(time.monotonic() - t0, 2)})
-
-
-# The noise floor needs enough queries for two halves; a log of a busy day would make every
-# version's stored plan megabytes long.
-MAX_TRAINING_QUERIES = 2000
-
-
-def spread(items: tuple, limit: int) -> tuple:
-    """At most `limit` (>= 2) of `items`, evenly spread from the first to the last."""
-    if len(items) <= limit:
-        return items
-    step = (len(items) - 1) / (limit - 1)
-    return tuple(items[round(i * step)] for i in range(limit))
-
-
-def recorded_training_log(features: Features) -> dict:
-    """What the stored plan keeps of the training log: its queries that read the table, and
-    how many queries it analyzed in all (the workload monitor's noise floor, `reorg.shift`)."""
-    return {TRAINING_QUERIES: list(features.training_sql), TRAINING_LOG_QUERIES: features.log.get("parsed", 0)}
 
 
 def _features(paths: RunPaths, table: TableSchema, step: str) -> Features:
@@ -373,7 +353,7 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
                            cells=cells.get(s.block_id, ())) for s in summaries]
     # the fingerprint of the rows verified in the blocks, not of an earlier attempt's input
     publish(catalog, version, "update_catalog", cuts=cut_records(paths, features.cuts),
-            plan={**plan.to_json(), **recorded_training_log(features)},
+            plan={**plan.to_json(), **training_log_record(features.training_sql, features.log.get("parsed", 0))},
             trees=tree_records(plan), blocks=blocks, input_fingerprint=f"{verified.rows}:{verified.checksum}")
     numbers = {"version": version, "blocks": len(blocks), "rows": sum(b.row_count for b in blocks),
                "expected_blocks": plan.n_blocks, "range_sets": range_sets}

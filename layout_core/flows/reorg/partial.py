@@ -44,8 +44,8 @@ from layout_core.algorithms.qdtree import Node, breadth_first, leaf_blocks, leav
 from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import BlockRecord, Catalog, CatalogError
-from layout_core.flows.names import REORG_PLANNED, REORG_STEPS, TRAINING_LOG_QUERIES, TRAINING_QUERIES
-from layout_core.flows.nightly.artifacts import CutEntry
+from layout_core.flows.names import REORG_PLANNED, REORG_STEPS
+from layout_core.flows.nightly.artifacts import CutEntry, training_log_record
 from layout_core.flows.reorg.shift import PartitionModel, ShiftSettings, default_w, measure_shift, old_tree
 from layout_core.optimizers import CandidateCut
 from layout_core.optimizers.base import sort_columns
@@ -390,7 +390,7 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
                               for s in plan.subtrees],
                  "expected_block_rows": list(plan.expected_block_rows), "tree": tree_to_json(root),
                  # the workload monitor's noise floor for this version is the window it was made for
-                 TRAINING_QUERIES: list(plan.training_sql), TRAINING_LOG_QUERIES: plan.training_log_queries}
+                 **training_log_record(plan.training_sql, plan.training_log_queries)}
     publish(catalog, version, "activate_reorg", cuts=cuts, plan=plan_json, trees=node_records(0, root),
             blocks=blocks, input_fingerprint=plan.input_fingerprint or None, replaces=plan.replaces)
     new_blocks = len(blocks) - (len(layout.blocks) - len(moved))

@@ -151,7 +151,8 @@ def _with_leaf_vectors(root: Node, vc: VectorCounts, leaf_of_vector: np.ndarray)
     leaf_ids = sorted(leaf.leaf_id for leaf in leaves(root))
     if leaf_ids != list(range(len(leaf_ids))):
         raise ValueError("the old tree's leaf ids must be 0..n-1")
-    if leaf_of_vector.shape != (vc.n,) or (vc.n and not 0 <= leaf_of_vector.min() <= leaf_of_vector.max() < len(leaf_ids)):
+    shaped = leaf_of_vector.shape == (vc.n,)
+    if not shaped or (vc.n and not 0 <= leaf_of_vector.min() <= leaf_of_vector.max() < len(leaf_ids)):
         raise ValueError(f"leaf_of_vector must give each of the {vc.n} vectors a leaf id in 0..{len(leaf_ids) - 1}")
     by_leaf = np.argsort(leaf_of_vector, kind="stable")  # leaf l: by_leaf[starts[l]:starts[l + 1]], sorted
     starts = np.searchsorted(leaf_of_vector[by_leaf], np.arange(len(leaf_ids) + 1))

@@ -144,8 +144,14 @@ def test_the_bootstrap_bound_is_below_the_mean_and_zero_spread_gives_the_mean():
 
 
 def test_a_long_training_log_is_kept_as_an_even_spread():
-    from layout_core.flows.nightly.steps import spread
+    from layout_core.flows.nightly.artifacts import spread, training_log_record
 
     assert spread(("a", "b"), 5) == ("a", "b")
     assert spread(tuple(range(9)), 3) == (0, 4, 8)  # first, middle, last
     assert spread(tuple(range(10)), 4) == (0, 3, 6, 9)
+    # what a version's plan stores, after the nightly or a partial reorganization: at most 2,000
+    long_log = [f"SELECT {i}" for i in range(5000)]
+    record = training_log_record(long_log, 7000)
+    assert len(record["training_queries"]) == 2000 and record["training_log_queries"] == 7000
+    assert record["training_queries"][0] == "SELECT 0" and record["training_queries"][-1] == "SELECT 4999"
+    assert training_log_record(["SELECT 1"], 3) == {"training_queries": ["SELECT 1"], "training_log_queries": 3}
