@@ -39,13 +39,15 @@ def class_archive_path() -> Path | None:
     return Path(chosen) if chosen else Path(sys.prefix) / "share" / "layout" / "spark-classes.jsa"
 
 
-def driver_java_options() -> str:
-    """`spark.driver.extraJavaOptions` for a layout job: the short-job options, and the
-    class archive when one has been made."""
+def driver_java_options(short_job: bool = True) -> str:
+    """`spark.driver.extraJavaOptions` for a layout job: the short-job options (or, for a
+    driver that lives for many minutes, only the larger code cache: the JIT's top tier then
+    pays back), and the class archive when one has been made."""
+    options = SHORT_JOB_OPTIONS if short_job else "-XX:ReservedCodeCacheSize=256m"
     archive = class_archive_path()
     if archive is not None and archive.is_file():
-        return f"{SHORT_JOB_OPTIONS} -XX:SharedArchiveFile={archive}"
-    return SHORT_JOB_OPTIONS
+        return f"{options} -XX:SharedArchiveFile={archive}"
+    return options
 
 
 def spark_conf_from_env() -> dict[str, str]:

@@ -15,10 +15,10 @@ from tests.conftest import TPCH_TABLES
 from tests.helpers.tpch_layouts import BLOCK_ROWS, SCHEMA, copied_tpch_layout, use
 
 pytestmark = pytest.mark.slow
-# the templates that join a changed table, one parameter draw each (every check runs them on
-# the layout and on the raw tables: five checks, 120 Spark queries)
-QUERIES = [q.sql for q in generate(1, seed=11, templates=[3, 5, 7, 8, 10, 13, 14, 16, 17, 18, 19, 22],
-                                   scale_factor=0.01)]
+# templates that read each changed table (customer, orders and lineitem: 3 5 10 13 22 and
+# 3 5 10 14 19; part: 14 19; nation: 5 10), one parameter draw each; every check runs them on
+# the layout and on the raw tables (in make test four checks, 56 Spark queries)
+QUERIES = [q.sql for q in generate(1, seed=11, templates=[3, 5, 10, 13, 14, 19, 22], scale_factor=0.01)]
 
 
 class Tables:

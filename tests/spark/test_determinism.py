@@ -57,11 +57,11 @@ def _checksum(spark, rows, frames, optimizer, queries, shuffle_partitions: int) 
     return int(row[0]), int(row[1]), int(row[2])
 
 
-# make test: mto and pando (trees on a row sample) and zorder (a curve on quantiles); qdtree
-# (mto's tree without join-induced cuts), hilbert (zorder's quantiles, another curve), sortkey,
-# tuned and fineblock (a sort, month clusters, blocks from the counts of every row's vector, no
-# sample): make test-full.
-EXTENDED = ("fineblock", "hilbert", "qdtree", "sortkey", "tuned")
+# make test: mto (a tree on a row sample, join-induced cuts); pando (mto's sample and cuts, its
+# cells placed by the same plan), zorder (a curve on quantiles), qdtree (mto's tree without
+# join-induced cuts), hilbert (zorder's quantiles, another curve), sortkey, tuned and fineblock
+# (a sort, month clusters, blocks from the counts of every row's vector, no sample): make test-full.
+EXTENDED = ("fineblock", "hilbert", "pando", "qdtree", "sortkey", "tuned", "zorder")
 
 
 @pytest.mark.parametrize("optimizer", [pytest.param(name, marks=pytest.mark.extended) if name in EXTENDED else name

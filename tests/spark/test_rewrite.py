@@ -76,6 +76,41 @@ def test_layout_views_hold_exactly_the_input_rows(spark, layout):
         assert blocked.exceptAll(layout["raw"][table].select(*columns)).count() == 0
 
 
+def test_a_view_of_many_block_folders_is_listed_without_a_spark_job(spark, tpch_sf001, tmp_path):
+    """Past 32 paths Spark lists folders in a job of its own; a local session lists them in the
+    driver (spark.session.local_session), which is faster and reads the same rows."""
+    from pyspark.sql import functions as F
+
+    from layout_core.spark.views import layout_frame
+    from tests.helpers.handmade_layout import lay_out
+
+    orders = spark.read.parquet(str(tpch_sf001 / "orders.parquet"))
+    with Catalog(f"sqlite:///{tmp_path / 'catalog.db'}") as catalog:
+        lay_out(spark, catalog, SCHEMA.table("orders"), orders, F.pmod(F.col("o_orderkey"), 40), [],
+                tmp_path / "orders", run_id="many")
+        snapshot = catalog.snapshot()
+    assert len(snapshot.layouts[("orders", "")].blocks) == 40
+
+    def jobs_to_make_the_frame(group: str) -> int:
+        spark.sparkContext.setJobGroup(group, "making a layout's frame")
+        try:
+            frame = layout_frame(spark, snapshot, SCHEMA.table("orders"))
+        finally:
+            spark.sparkContext.setJobGroup("", "")
+        assert frame.count() == 15_000 and frame.select("block_id").distinct().count() == 40
+        return len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    ours = spark.conf.get(key)
+    spark.conf.set(key, "32")  # Spark's default
+    try:
+        with_spark_default = jobs_to_make_the_frame("list-40-blocks-default")
+    finally:
+        spark.conf.set(key, ours)
+    # the job that remains reads one file's schema
+    assert (with_spark_default, jobs_to_make_the_frame("list-40-blocks")) == (2, 1)
+
+
 @pytest.mark.parametrize("template", range(1, 23))
 def test_rewritten_query_returns_the_same_rows(spark, layout, template):
     from layout_core.spark.compare import same_rows

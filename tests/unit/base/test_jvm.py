@@ -27,6 +27,9 @@ def test_drivers_start_from_the_archive_only_once_it_exists(monkeypatch, tmp_pat
     archive.write_bytes(b"\0" * 16)
     assert driver_java_options() == (f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
                                      f"-XX:SharedArchiveFile={archive}")
+    # a driver that lives for many minutes keeps the JIT's top tier, and the archive
+    assert driver_java_options(short_job=False) == (f"-XX:ReservedCodeCacheSize=256m "
+                                                    f"-XX:SharedArchiveFile={archive}")
     monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", "off")
     assert "SharedArchiveFile" not in driver_java_options()
 
