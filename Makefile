@@ -52,8 +52,9 @@ test: install chromium
 test-full: install chromium
 	$(PY) -m pytest -q --durations=25 $(WORKERS)
 
-# The benchmarks at their larger sizes (tests/bench: B1 with Spark and diPs, the shift benchmark
-# with every q); `make test` deselects them and runs a smaller version of each.
+# The benchmarks at their larger sizes (tests/bench: B1 with Spark and diPs, TPC-DS on three
+# templates, the shift benchmark with every q); `make test` deselects them and runs a smaller
+# version of each.
 test-bench: install
 	$(PY) -m pytest -q --durations=0 -m bench tests/bench $(WORKERS)
 
