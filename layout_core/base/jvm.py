@@ -26,7 +26,8 @@ import os
 import sys
 from pathlib import Path
 
-SHORT_JOB_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=256m"
+SHORT_JOB_OPTIONS = f"-XX:TieredStopAtLevel=1 {CODE_CACHE_OPTION}"
 ARCHIVE_ENV = "LAYOUT_SPARK_CLASS_ARCHIVE"
 CONF_ENV = "LAYOUT_SPARK_CONF"
 
@@ -43,7 +44,7 @@ def driver_java_options(short_job: bool = True) -> str:
     """`spark.driver.extraJavaOptions` for a layout job: the short-job options (or, for a
     driver that lives for many minutes, only the larger code cache: the JIT's top tier then
     pays back), and the class archive when one has been made."""
-    options = SHORT_JOB_OPTIONS if short_job else "-XX:ReservedCodeCacheSize=256m"
+    options = SHORT_JOB_OPTIONS if short_job else CODE_CACHE_OPTION
     archive = class_archive_path()
     if archive is not None and archive.is_file():
         return f"{options} -XX:SharedArchiveFile={archive}"
