@@ -45,12 +45,13 @@ import numpy as np
 
 from layout_core.algorithms.fineblock import PackedUnions
 from layout_core.algorithms.qdtree import Node, cut_mask, greedy_tree, leaf_blocks, leaves, route_vectors
-from layout_core.algorithms.types import VectorCounts, Workload
+from layout_core.algorithms.types import VectorCounts, Workload, reference_halves
 
 __all__ = [
     "Grown",
     "PandoBlocks",
     "Truncated",
+    "TupleBoundError",
     "admitted",
     "admitted_tuples",
     "block_reads",
@@ -58,6 +59,7 @@ __all__ = [
     "choose_k",
     "grow_layout",
     "held_out_halves",
+    "restricted",
     "rows_read_share",
     "bottom_up_blocks",
     "estimated_rows_read",
@@ -361,6 +363,15 @@ def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray) -> lis
     return touched
 
 
+class TupleBoundError(ValueError):
+    """The trees make more k-tuples than the bound even at the largest threshold allowed."""
+
+    def __init__(self, k: int, threshold: int, n_tuples: int, bound: int) -> None:
+        self.k, self.threshold, self.n_tuples, self.bound = k, threshold, n_tuples, bound
+        super().__init__(f"k = {k}: the trees make more than {bound} k-tuples (at least {n_tuples}) even with "
+                         f"leaves of {threshold} sampled rows")
+
+
 class Grown(NamedTuple):
     """`top_down`'s trees at the threshold `grow_within_bound` chose, and their non-empty k-tuples."""
 
@@ -379,6 +390,7 @@ def grow_within_bound(
     min_threshold: int | None = None,
     refine_steps: int = 3,
     progress: bool = False,
+    max_threshold: int | None = None,
 ) -> Grown:
     """The top-down threshold: small enough for fine leaves, large enough that
     the bottom-up stage (quadratic in the number of cells) stays tractable;
@@ -393,6 +405,11 @@ def grow_within_bound(
       2·t exceeds the rows no split is valid and there is one cell. Then up to
       `refine_steps` bisection probes between the last failing and the first
       passing candidate look for a smaller passing threshold.
+
+    With `max_threshold` (Pando's phase assumes leaves of at most one block:
+    pass `block_rows`), the doubling stops there: t0, 2·t0, ... and
+    `max_threshold` itself are tried, and if none passes, `TupleBoundError`
+    says how many k-tuples the trees make at `max_threshold`.
 
     The cell count is not monotone in the threshold (other greedy choices), so
     the result is the smallest passing threshold among those probed; it always
@@ -423,10 +440,16 @@ def grow_within_bound(
                  forest.n_cells, max_tuples)
         return ok
 
+    if max_threshold is not None:
+        t = min(t, max(1, int(max_threshold)))
     first = t
     failing = None
     while not passes(t):
+        if max_threshold is not None and t >= max_threshold:
+            raise TupleBoundError(k, t, grown[t].n_tuples, max_tuples)
         failing, t = t, 2 * t
+        if max_threshold is not None:
+            t = min(t, int(max_threshold))
     passing = t
     for _ in range(refine_steps):
         if failing is None or passing - failing <= 1:
@@ -1035,9 +1058,11 @@ AUTO_TOLERANCE = 0.02
 
 
 def grow_layout(vc: VectorCounts, workload: Workload, k: int, block_rows: int, max_tuples: int,
-                progress: bool = False):
-    """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs."""
-    grown = grow_within_bound(vc, workload, k, block_rows, max_tuples, progress=progress)
+                progress: bool = False, max_threshold: int | None = None):
+    """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs
+    (`max_threshold`: see `grow_within_bound`)."""
+    grown = grow_within_bound(vc, workload, k, block_rows, max_tuples, progress=progress,
+                              max_threshold=max_threshold)
     blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows, progress=progress)
     return grown, blocks, truncate(grown.trees, blocks)
 
@@ -1065,28 +1090,25 @@ def mto_as_cells(vc, workload, block_rows: int):
 
 
 def held_out_halves(workload):
-    """The training references split in two `Workload`s to fit on one and
-    measure on the other, or None with fewer than two distinct references
-    (or a half whose queries all weigh 0).
-
-    Distinct (implies, disjoint) rows, in the order they first appear, go
-    alternately to the halves; identical rows (two references of one query
-    with the same predicate, a query run twice) stay in one half, so the
-    other half measures queries the layout was not fitted to."""
-    rows = np.concatenate([workload.implies, workload.disjoint], axis=1)
-    _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    if first.size < 2:
+    """The training references split in two `Workload`s (`reference_halves`) to
+    fit on one and measure on the other, or None when they cannot be split."""
+    half = reference_halves(workload)
+    if half is None:
         return None
-    half_of_group = np.empty(first.size, dtype=np.int64)
-    half_of_group[np.argsort(first)] = np.arange(first.size) % 2  # by first appearance
-    half = half_of_group[group.reshape(-1)]
-    halves = tuple(Workload(workload.implies[half == h], workload.disjoint[half == h], workload.weights[half == h])
-                   for h in (0, 1))
-    return None if any(h.weights.sum() == 0 for h in halves) else halves
+    return tuple(Workload(workload.implies[half == h], workload.disjoint[half == h], workload.weights[half == h])
+                 for h in (0, 1))
+
+
+def restricted(workload: Workload, allowed: np.ndarray) -> Workload:
+    """The workload as if only the `allowed` cuts existed: no query implies or
+    is disjoint with any other cut, so no split, merge or cut bit uses it."""
+    allowed = np.asarray(allowed, dtype=bool)
+    return Workload(workload.implies & allowed, workload.disjoint & allowed, workload.weights)
 
 
 def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: int,
-             progress: bool = False) -> tuple[int, list[list], str, tuple | None]:
+             progress: bool = False, half_cuts: np.ndarray | None = None
+             ) -> tuple[int, list[list], str, tuple | None]:
     """Pando §6.3, "evaluate for increasing k until the performance flattens",
     on queries the layout was not fitted to: for k = 1..4, the layout fitted
     to one half of the training references (`held_out_halves`) is measured
@@ -1094,27 +1116,57 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
     and the smallest k within AUTO_TOLERANCE of the best mean is kept.
     Measured on the queries it was fitted to, a larger k usually looks
     better: more trees fit the training literals more closely, while new
-    literals of the same templates may read more (B1, docs/benchmarks.md). Without two distinct references the training queries measure.
+    literals of the same templates may read more (B1, docs/benchmarks.md).
+    Without two distinct references the training queries measure.
 
-    Returns k, the figures [[k, share], ...], what measured them, and the
-    chosen k's `grow_layout` on the whole workload (None for k = 1: mto's plan)."""
+    `half_cuts` ((2, m) bool: the cuts each half's own queries make, see
+    `PlanWorkload.held_out_cuts`) keeps the other half's literals out of a
+    fit and of the cut bits that measure it; without it every fit sees
+    every cut, and the held-out estimates are optimistic.
+
+    A k whose trees make more than `max_tuples` k-tuples with leaves of one
+    block (`block_rows`, the largest threshold Pando's top-down assumes) is
+    skipped: its figure is None.
+
+    Returns k, the figures [[k, share or None], ...], what measured them, and
+    the chosen k's `grow_layout` on the whole workload (None for k = 1: mto's plan)."""
     halves = held_out_halves(workload)
-    folds = [(workload, workload)] if halves is None else [halves, halves[::-1]]
+    if halves is None:
+        folds = [(workload, workload)]
+    elif half_cuts is None:
+        folds = [halves, halves[::-1]]
+    else:  # each half sees only the cuts its own queries make
+        folds = [(restricted(halves[h], half_cuts[h]), restricted(halves[1 - h], half_cuts[h])) for h in (0, 1)]
     figures, grown_on_all = [], {}
     for k in AUTO_TREES:
         shares = []
-        for fit_on, measure_on in folds:
-            if k == 1:
-                trees, blocks = mto_as_cells(vc, fit_on, block_rows)
-            else:
-                layout = grow_layout(vc, fit_on, k, block_rows, max_tuples, progress)
-                if fit_on is workload:  # no halves: this is the layout to keep
-                    grown_on_all[k] = layout
-                trees, blocks = layout[0].trees, layout[1]
-            shares.append(rows_read_share(vc, measure_on, trees, blocks))
+        try:
+            for fit_on, measure_on in folds:
+                if k == 1:
+                    trees, blocks = mto_as_cells(vc, fit_on, block_rows)
+                else:
+                    layout = grow_layout(vc, fit_on, k, block_rows, max_tuples, progress, max_threshold=block_rows)
+                    if fit_on is workload:  # no halves: this is the layout to keep
+                        grown_on_all[k] = layout
+                    trees, blocks = layout[0].trees, layout[1]
+                shares.append(rows_read_share(vc, measure_on, trees, blocks))
+        except TupleBoundError as error:
+            log.info("pando trees=auto: %s; k = %d skipped", error, k)
+            figures.append([k, None])
+            continue
         figures.append([k, round(float(np.mean(shares)), 6)])
-    best = min(share for _, share in figures)
-    chosen = next(k for k, share in figures if share <= best * (1 + AUTO_TOLERANCE))
-    layout = None if chosen == 1 else (grown_on_all.get(chosen)
-                                       or grow_layout(vc, workload, chosen, block_rows, max_tuples, progress))
-    return chosen, figures, "training queries" if halves is None else "held-out queries", layout
+    measured_on = ("training queries" if halves is None else "held-out queries" if half_cuts is None
+                   else "held-out queries, each half with its own cuts")
+    best = min(share for _, share in figures if share is not None)
+    ranked = [k for k, share in figures if share is not None and share <= best * (1 + AUTO_TOLERANCE)]
+    for chosen in ranked:  # smallest first
+        if chosen == 1:
+            break
+        try:
+            layout = grown_on_all.get(chosen) or grow_layout(vc, workload, chosen, block_rows, max_tuples, progress,
+                                                            max_threshold=block_rows)
+        except TupleBoundError as error:  # the whole workload makes more k-tuples than either half
+            log.info("pando trees=auto: on all training queries %s; k = %d skipped", error, chosen)
+            continue
+        return chosen, figures, measured_on, layout
+    return 1, figures, measured_on, None

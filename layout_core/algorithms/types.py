@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["BlockingMap", "VectorCounts", "Workload", "nonnegative_weights", "unpack_bit_strings"]
+__all__ = ["BlockingMap", "VectorCounts", "Workload", "nonnegative_weights", "reference_halves", "unpack_bit_strings"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,3 +177,24 @@ def unpack_bit_strings(keys: Sequence[str], m: int) -> np.ndarray:
     if chars.size != len(keys) * m or not np.isin(chars, (ord("0"), ord("1"))).all():
         raise ValueError(f"expected {len(keys)} strings of {m} '0'/'1' characters")
     return chars.reshape(len(keys), m) == ord("1")
+
+
+def reference_halves(workload: Workload) -> np.ndarray | None:
+    """(Q,) 0 or 1 per training reference: two halves to fit a layout on one and
+    measure it on the other (pando's trees=auto), or None with fewer than two
+    distinct references or a half whose queries all weigh 0.
+
+    Distinct (implies, disjoint) rows, in the order they first appear, go
+    alternately to the halves; identical rows (two references of one query
+    with the same predicate, a query run twice) stay in one half, so the
+    other half measures queries the layout was not fitted to."""
+    rows = np.concatenate([workload.implies, workload.disjoint], axis=1)
+    _, first, group = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    if first.size < 2:
+        return None
+    half_of_group = np.empty(first.size, dtype=np.int64)
+    half_of_group[np.argsort(first)] = np.arange(first.size) % 2  # by first appearance
+    half = half_of_group[group.reshape(-1)]
+    if any(workload.weights[half == h].sum() == 0 for h in (0, 1)):
+        return None
+    return half

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from layout_core.algorithms.types import Workload, unpack_bit_strings
+from layout_core.algorithms.types import Workload, reference_halves, unpack_bit_strings
 from layout_core.base.errors import UserError
 from layout_core.base.names import MAX_BLOCK_ROWS
 from layout_core.predicates import Predicate, to_sql
@@ -117,12 +117,18 @@ class PlanWorkload:
     implies[q][j] / disjoint[q][j]: training reference q's predicate implies /
     is disjoint with cut j (MTO's workload matrices); `filtered_columns`: the
     table's columns by how many references filter them; `range_columns`: those
-    filtered by a range, most often first."""
+    filtered by a range, most often first; `held_out_cuts`: when the
+    references split in two halves (`algorithms.types.reference_halves`),
+    per half the cuts its own references make (their conjuncts, the ranges
+    between their literals, their ORs' hulls), so that a layout fitted to one
+    half and measured on the other does not see the other half's literals
+    (pando's trees=auto); () when they do not split."""
 
     implies: tuple[tuple[bool, ...], ...] = ()
     disjoint: tuple[tuple[bool, ...], ...] = ()
     filtered_columns: tuple[str, ...] = ()
     range_columns: tuple[str, ...] = ()
+    held_out_cuts: tuple[tuple[bool, ...], ...] = ()
 
     @property
     def queries(self) -> int:
@@ -136,13 +142,17 @@ class PlanWorkload:
     def to_json(self) -> dict:
         return {"implies": [[int(b) for b in row] for row in self.implies],
                 "disjoint": [[int(b) for b in row] for row in self.disjoint],
-                "filtered_columns": list(self.filtered_columns), "range_columns": list(self.range_columns)}
+                "filtered_columns": list(self.filtered_columns), "range_columns": list(self.range_columns),
+                "held_out_cuts": [[int(b) for b in row] for row in self.held_out_cuts]}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "PlanWorkload":
-        return cls(tuple(tuple(bool(b) for b in row) for row in data["implies"]),
-                   tuple(tuple(bool(b) for b in row) for row in data["disjoint"]),
-                   tuple(data["filtered_columns"]), tuple(data["range_columns"]))
+        def bools(rows):
+            return tuple(tuple(bool(b) for b in row) for row in rows)
+
+        # features written before held_out_cuts existed have none: trees=auto then sees every cut
+        return cls(bools(data["implies"]), bools(data["disjoint"]), tuple(data["filtered_columns"]),
+                   tuple(data["range_columns"]), bools(data.get("held_out_cuts", ())))
 
 
 @dataclass(frozen=True)
@@ -165,7 +175,24 @@ class TableQueries:
         return PlanWorkload(
             tuple(map(tuple, matrices.implies.tolist())), tuple(map(tuple, matrices.disjoint.tolist())),
             tuple(c for c in filtered_columns(self.analyses, self.table, 10 ** 6) if c in orderable),
-            tuple(c for c, _ in range_filtered_columns(self.analyses, self.table) if c in orderable))
+            tuple(c for c, _ in range_filtered_columns(self.analyses, self.table) if c in orderable),
+            self.held_out_cuts(matrices, cuts))
+
+    def held_out_cuts(self, matrices, cuts: Sequence[CandidateCut]) -> tuple[tuple[bool, ...], ...]:
+        """Per half of the references, which of `cuts` its own references make (see PlanWorkload)."""
+        # sqlglot (via sql.analysis) only when cuts are chosen, as in summary
+        from layout_core.workload.tree_inputs import candidate_cut_lists
+
+        half = reference_halves(matrices)
+        if half is None:
+            return ()
+        masks = []
+        for h in (0, 1):
+            simple, induced = candidate_cut_lists(self.analyses, self.table, self.key_hops, max_per_kind=10 ** 9,
+                                                  references=(half == h).tolist())
+            own = set(simple) | set(induced)
+            masks.append(tuple(c.predicate in own for c in cuts))
+        return tuple(masks)
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,15 +7,15 @@ import math
 
 import numpy as np
 
-from layout_core.algorithms.qdtree import leaves, tree_to_json
-from layout_core.algorithms.types import VectorCounts
-from layout_core.optimizers.base import (
-    BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SORT_COLUMN, PlanError, Setting,
-    show_progress, sort_columns,
-)
 from layout_core.algorithms.pando import (
     admitted, admitted_tuples, cell_block_pairs, choose_k, fallback_blocks, grow_layout, place_cells,
     reads_per_block, rows_read_share,
+)
+from layout_core.algorithms.qdtree import leaves, tree_to_json
+from layout_core.algorithms.types import VectorCounts
+from layout_core.optimizers.base import (
+    BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SAMPLE_ROWS, SORT_COLUMN, PlanError, Setting,
+    show_progress, sort_columns,
 )
 from layout_core.optimizers.plan import TupleBlocks, as_tuples, new_plan
 from layout_core.optimizers.qdtree import TreeOptimizer
@@ -26,14 +26,11 @@ TREES = Setting("trees", "int_or_auto", 3,
                 "partitioning trees per table, 1..8 (1: mto's layout); auto: the smallest k of 1..4 whose "
                 "estimated rows read are within 2% of the best k's, on the sample, each k fitted to one half "
                 "of the training queries and measured on the other (Pando §6.3)")
+TUPLES_PER_BLOCK = Setting("tuples_per_block", "int", 16,
+                           "most k-tuples (cells) per block the top-down phase may make (the bound scales with "
+                           "the table's blocks); its leaf threshold rises until it holds")
 MAX_TUPLES = Setting("max_tuples", "int", 10_000,
-                     "most k-tuples (cells) the top-down phase may make; its leaf threshold rises until it holds")
-# A smaller default sample than mto's: every top-down split touches every
-# distinct vector of the split leaf in all k trees, and on TPC-H's lineitem
-# nearly every sampled row has its own vector (165 cuts): 50,000 rows keep
-# k = 3 at SF 1 to minutes, and leaves still hold >= block_rows / 8 rows.
-SAMPLE_ROWS = Setting("sample_rows", "int", 50_000,
-                      "build the plan on a row-hash sample of about this many rows (0: all rows)")
+                     "most k-tuples (cells) in all, whatever the blocks: the bottom-up phase is quadratic in them")
 MAX_TREES = 8  # each tree multiplies the cells and the routing work; the paper's gains flatten by k = 4
 
 
@@ -49,7 +46,8 @@ class Pando(TreeOptimizer):
     name = "pando"
     help = ("k qd-trees over mto's cuts grown together (Pando §6); a query reads the blocks every tree "
             "admits, also ruled out by cut bits and zone maps")
-    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS, TREES, MAX_TUPLES, LEAF_ORDER)
+    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS, TREES, TUPLES_PER_BLOCK, MAX_TUPLES,
+                LEAF_ORDER)
     router_keeps = "cut bits and the trees' leaf blocks"
     join_induced = True
 
@@ -58,8 +56,9 @@ class Pando(TreeOptimizer):
         k = resolved["trees"]
         if k != "auto" and not 1 <= k <= MAX_TREES:
             raise PlanError(f"pando takes 1 to {MAX_TREES} trees (or auto), not {k}")
-        if resolved["max_tuples"] < 1:
-            raise PlanError(f"max_tuples must be positive, not {resolved['max_tuples']}")
+        for name in ("tuples_per_block", "max_tuples"):
+            if resolved[name] < 1:
+                raise PlanError(f"{name} must be positive, not {resolved[name]}")
         return resolved
 
     def fit(self, inputs, settings):
@@ -73,26 +72,43 @@ class Pando(TreeOptimizer):
         vc = VectorCounts(sample.vectors(m), sample.counts, np.ones(m))
         workload = inputs.workload.matrices(m)
         block_rows = max(1, math.ceil(settings["block_rows"] / sample.scale))  # in sampled rows
+        bound = tuple_bound(sample.sampled_rows, block_rows, settings["tuples_per_block"], settings["max_tuples"])
         choices: dict = {}
         k, layout = settings["trees"], None
         if k == "auto":
+            choices["k_tuple_bound"] = bound
+            half_cuts = np.array(inputs.workload.held_out_cuts, dtype=bool).reshape(-1, m)
             k, choices["trees_evaluated"], choices["trees_evaluated_on"], layout = choose_k(
-                vc, workload, block_rows, settings["max_tuples"], progress=show_progress())
+                vc, workload, block_rows, bound, progress=show_progress(),
+                half_cuts=half_cuts if half_cuts.shape[0] == 2 else None)
             log.info("pando %s: trees=auto chose k = %d (estimated share of rows read by %s, per k: %s)",
                      inputs.table.name, k, choices["trees_evaluated_on"],
-                     ", ".join(f"{kk}: {share:.4f}" for kk, share in choices["trees_evaluated"]))
+                     ", ".join(f"{kk}: " + ("skipped (over the k-tuple bound with one-block leaves)"
+                                            if share is None else f"{share:.4f}")
+                               for kk, share in choices["trees_evaluated"]))
         if k == 1:
             return self.tree_plan(inputs, settings, {"trees": 1, **choices})
-        layout = layout or grow_layout(vc, workload, k, block_rows, settings["max_tuples"], progress=show_progress())
+        layout = layout or grow_layout(vc, workload, k, block_rows, bound, progress=show_progress())
         grown, blocks, truncated = layout
         share = rows_read_share(vc, workload, grown.trees, blocks)
-        choices.update({"trees": k, "threshold_sampled_rows": grown.threshold, "k_tuples": grown.n_tuples,
+        choices.update({"trees": k, "k_tuple_bound": bound, "threshold_sampled_rows": grown.threshold,
+                        "threshold_blocks": round(grown.threshold / block_rows, 3), "k_tuples": grown.n_tuples,
                         "estimated_rows_read_share": round(share, 6)})
+        if grown.threshold > block_rows:
+            log.warning("pando %s: k = %d needs leaves of %.1f blocks to stay within %d k-tuples, where Pando's "
+                        "top-down assumes at most one (trees=auto skips such a k)", inputs.table.name, k,
+                        grown.threshold / block_rows, bound)
         log.info("pando %s: k = %d, threshold %d sampled rows, %d k-tuples, %d blocks, estimated share of "
                  "rows read %.4f", inputs.table.name, k, grown.threshold, grown.n_tuples, blocks.n_blocks, share)
         rule = tuple_blocks(layout, sort_columns(inputs.table, inputs.workload, settings["sort_column"],
                                                  settings["leaf_order"]), workload)
         return new_plan(self, inputs, settings, rule, (blocks.block_rows * sample.scale).tolist(), choices)
+
+
+def tuple_bound(rows: int, block_rows: int, per_block: int, cap: int) -> int:
+    """The most k-tuples the top-down phase may make: `per_block` per block of
+    the table (rows / block_rows, rounded up), at most `cap`."""
+    return max(1, min(cap, per_block * -(-rows // block_rows)))
 
 
 def tuple_blocks(layout, order: tuple[str, ...], workload) -> TupleBlocks:
@@ -111,7 +127,7 @@ def place_unseen_cells(rule: TupleBlocks, expected_block_rows, tuples, rows) -> 
     """(U,) int64: the block of each k-tuple the plan holds no cell for (rows of
     the table outside the plan's sample), with `rows` rows each in the data:
     the block whose queries it adds the fewest rows read to
-    (`optimize.pando.place_cells`), or the fallback block of its tree-0 leaf
+    (`algorithms.pando.place_cells`), or the fallback block of its tree-0 leaf
     for a plan without the leaves' queries."""
     tuples = np.asarray(tuples, dtype=np.int64).reshape(-1, rule.k)
     if not rule.leaf_reads:

@@ -143,7 +143,7 @@ class TupleBlocks:
         return tuple(tree_from_json(as_lists(t)) for t in self.routing_trees)
 
     def admissions(self) -> tuple[np.ndarray, ...]:
-        """Per tree, (Q, leaves) bool: `leaf_reads` unpacked (`optimize.pando.admitted`)."""
+        """Per tree, (Q, leaves) bool: `leaf_reads` unpacked (`algorithms.pando.admitted`)."""
         q = len(self.query_weights)
         return tuple(np.stack([np.unpackbits(np.frombuffer(bytes.fromhex(h), np.uint8), count=q).astype(bool)
                                for h in tree], axis=1) for tree in self.leaf_reads)

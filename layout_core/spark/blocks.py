@@ -38,7 +38,7 @@ def with_bit_vector(df: DataFrame, n_cuts: int) -> DataFrame:
 
     One key column to group and join rows by, for any number of cuts (a long
     holds 63); Parquet stores it compactly, since a partition has few
-    distinct vectors. `optimize.fineblock.unpack_bit_strings` reads it back."""
+    distinct vectors. `algorithms.types.unpack_bit_strings` reads it back."""
     flags = [F.when(F.col(flag), F.lit("1")).otherwise(F.lit("0")) for flag in cut_flag_columns(n_cuts)]
     return df.withColumn(VECTOR_COLUMN, F.concat(*flags) if flags else F.lit(""))
 

@@ -162,17 +162,21 @@ def or_hull_cuts(cuts: Counter) -> Counter:
 
 
 def candidate_cut_lists(analyses: Sequence[QueryAnalysis], table: str, key_hops,
-                        max_per_kind: int = DEFAULT_MAX_CUTS_PER_KIND
+                        max_per_kind: int = DEFAULT_MAX_CUTS_PER_KIND, references: Sequence[bool] | None = None
                         ) -> tuple[list[Predicate], list[JoinInduced]]:
     """(simple cuts, join-induced cuts) of `table`, each the `max_per_kind` most
     frequent (a query counts once per distinct cut; a range cut between
-    literals or an OR's hull as often as the cuts it comes from)."""
+    literals or an OR's hull as often as the cuts it comes from).
+    `references`: only the references to `table` marked True, in the order
+    `workload_matrices` gives them rows (default: all)."""
     simple, induced = Counter(), Counter()
-    for a in analyses:
-        for ref in a.refs_of_table(table):
-            s, i = candidate_cuts(a, ref.key, key_hops)
-            simple.update({c for c in s if usable_cut(c)})
-            induced.update({c for c in i if usable_cut(c.source)})
+    refs = [(a, ref) for a in analyses for ref in a.refs_of_table(table)]
+    if references is not None:
+        refs = [pair for pair, keep in zip(refs, references, strict=True) if keep]
+    for a, ref in refs:
+        s, i = candidate_cuts(a, ref.key, key_hops)
+        simple.update({c for c in s if usable_cut(c)})
+        induced.update({c for c in i if usable_cut(c.source)})
     for cuts in (simple, induced):
         derived = literal_range_cuts(cuts) + or_hull_cuts(cuts)
         cuts.update(derived)

@@ -167,6 +167,24 @@ def test_the_run_page_shows_each_steps_numbers_from_metrics_json(catalog_url, wa
     assert client.get(_run_url(path="/plot/run-seconds.png", section=1)).status_code == 404
 
 
+def test_the_run_page_shows_the_number_of_trees_pando_kept(catalog_url, warehouse):
+    metrics_file = RunPaths(warehouse, "lineitem", "1995", STAGED).file("metrics.json")
+    metrics = json.loads(metrics_file.read_text())
+    metrics["optimize"]["choices"] = {"trees": 1, "trees_evaluated_on": "held-out queries, each half with its own cuts",
+                                      "trees_evaluated": [[1, 0.339], [2, 0.374], [3, None], [4, "<b>"]]}
+    metrics_file.write_text(json.dumps(metrics))
+    page = _client(catalog_url, warehouse).get(_run_url()).text
+    text = " ".join(_text(page).split())
+    assert "Number of trees (pando, trees=auto)" in text and "Kept k = 1" in text
+    assert "measured on held-out queries, each half with its own cuts" in text
+    assert "2 0.374" in text and "3 skipped: over the k-tuple bound with leaves of one block" in text
+    assert "<b>" not in page.split("Number of trees")[1]  # a hostile figure is text
+    # a plan without trees=auto shows nothing of the kind
+    del metrics["optimize"]["choices"]
+    metrics_file.write_text(json.dumps(metrics))
+    assert "Number of trees" not in _client(catalog_url, warehouse).get(_run_url()).text
+
+
 def test_a_run_without_a_staging_folder_and_hostile_run_ids(catalog_url, warehouse, tmp_path):
     client = _client(catalog_url, warehouse)
     (tmp_path / "secret" / "x").mkdir(parents=True)

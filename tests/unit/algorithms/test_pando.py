@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import layout_core.algorithms.pando as pando
 from layout_core.algorithms.pando import (
     PandoBlocks,
+    TupleBoundError,
     admitted,
     block_reads,
     bottom_up_blocks,
@@ -448,6 +449,19 @@ def test_a_raised_threshold_is_said_and_the_trees_come_with_it(caplog):
     assert "threshold raised from 3 to 54 rows so that the trees make at most 1 k-tuples (more at the threshold 3)" \
         in caplog.text
     assert grown.n_tuples == 1 and grown.trees == (L(0, [0, 1, 2, 3], 100), L(0, [0, 1, 2, 3], 100))
+
+
+def test_the_threshold_stops_at_one_block_when_asked():
+    # Thresholds 3, 6, 12 and then 20 itself (not 24) are tried: every one
+    # lets both trees cut 50/50, 4 k-tuples, more than the bound of 1.
+    with pytest.raises(TupleBoundError, match=r"k = 2: the trees make more than 1 k-tuples \(at least 2\) even "
+                                              r"with leaves of 20 sampled rows") as raised:
+        grow_within_bound(XY, XY_WL, 2, 20, max_tuples=1, max_threshold=20)
+    assert (raised.value.k, raised.value.threshold, raised.value.bound) == (2, 20, 1)
+    # A bound the first threshold meets: the cap changes nothing.
+    assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=4, max_threshold=20).threshold == 3
+    # A cap below the first candidate is the only one tried.
+    assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=4, max_threshold=2).threshold == 2
 
 
 def test_the_threshold_bounds_the_cells_of_a_random_table():

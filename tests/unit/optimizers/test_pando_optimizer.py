@@ -66,6 +66,27 @@ def test_settings_take_a_number_of_trees_or_auto():
         pando.resolve({"trees": "many"})
     with pytest.raises(PlanError, match="max_tuples must be positive"):
         pando.resolve({"max_tuples": 0})
+    with pytest.raises(PlanError, match="tuples_per_block must be positive"):
+        pando.resolve({"tuples_per_block": 0})
+
+
+def test_pando_samples_as_mto_does():
+    # equal footing: one sample for k = 1 (mto's plan) and every other k
+    assert get_optimizer("pando").resolve({})["sample_rows"] == get_optimizer("mto").resolve({})["sample_rows"]
+
+
+def test_the_k_tuple_bound_scales_with_the_blocks():
+    from layout_core.optimizers.pando import tuple_bound
+
+    assert tuple_bound(rows=100, block_rows=10, per_block=16, cap=10_000) == 160
+    assert tuple_bound(rows=101, block_rows=10, per_block=16, cap=10_000) == 176  # 11 blocks
+    assert tuple_bound(rows=600_000, block_rows=100, per_block=16, cap=10_000) == 10_000  # the cap
+    assert tuple_bound(rows=0, block_rows=10, per_block=16, cap=10_000) == 1
+    # A plan on a sample counts the blocks in sampled rows: 100 of 1,000 rows
+    # sampled, blocks of 100 rows are 10 sampled rows, 10 blocks.
+    sample = VectorSample(XY.keys, XY.counts, 1000)
+    plan = plan_layout("pando", T, sample, CUTS, XY_WORKLOAD, {"block_rows": 100, "sample_rows": 0, "trees": 2})
+    assert plan.choices["k_tuple_bound"] == 160
 
 
 def test_mto_reads_whole_leaves_for_the_other_column():
@@ -129,6 +150,46 @@ def test_trees_auto_keeps_the_smallest_k_within_two_percent_of_the_best():
     again = LayoutPlan.from_json(plan.to_json())  # the figures are kept with the plan (and in the catalog)
     assert again.choices["trees_evaluated"] == [[1, 0.75], [2, 0.55], [3, 0.55], [4, 0.55]]
     assert again.assignment == plan.assignment
+
+
+def test_trees_auto_fits_each_half_to_its_own_cuts():
+    # The halves are {q0 x < 40, q2 y < 40} and {q1 x > 60, q3 y > 60}. Say
+    # half 0's literals made only cut 0 (x < 50) and half 1's only cut 1
+    # (y < 50). Fitted to half 0 with cut 0 alone, every k cuts x < 50 in
+    # one tree and nothing else; measured with cut 0 alone, q1 reads the 50
+    # rows with x >= 50 and q3 all 100: 0.75. The mirror image: 0.75. The
+    # gain of k = 2 (0.55 in the test above) came from the other half's cut.
+    workload = PlanWorkload(XY_WORKLOAD.implies, XY_WORKLOAD.disjoint, range_columns=("x",),
+                            held_out_cuts=((True, False), (False, True)))
+    plan = plan_layout("pando", T, XY, CUTS, workload, {"block_rows": 10, "sample_rows": 0, "trees": "auto"})
+    assert plan.choices["trees_evaluated"] == [[1, 0.75], [2, 0.75], [3, 0.75], [4, 0.75]]
+    assert plan.choices["trees_evaluated_on"] == "held-out queries, each half with its own cuts"
+    assert plan.choices["trees"] == 1
+    assert PlanWorkload.from_json(workload.to_json()) == workload
+    # features written before the masks existed read back without them
+    old = {k: v for k, v in workload.to_json().items() if k != "held_out_cuts"}
+    assert PlanWorkload.from_json(old).held_out_cuts == ()
+
+
+def test_trees_auto_skips_a_k_that_needs_leaves_over_one_block():
+    # With at most 3 k-tuples, every k >= 2 fitted to a half makes 4 (x < 50
+    # in one tree, y < 50 in another) at any leaf threshold up to one block
+    # (10 rows): only k = 1 is measured (the first test's 0.75) and kept.
+    plan = _plan("pando", trees="auto", max_tuples=3)
+    assert plan.choices["trees_evaluated"] == [[1, 0.75], [2, None], [3, None], [4, None]]
+    assert plan.choices["trees"] == 1 and plan.choices["k_tuple_bound"] == 3
+    assert isinstance(plan.assignment, TreeBlocks)
+
+
+def test_an_explicit_k_over_one_block_says_so(caplog):
+    # trees=2 with at most 3 k-tuples: thresholds 2, 4, 8, 16, 32 rows all let
+    # both trees cut 50/50 (4 k-tuples), 64 allows no cut (1); bisection
+    # probes 48 (fails), 56 and 52 (pass): leaves of 52 rows, 5.2 blocks.
+    with caplog.at_level(logging.WARNING, "layout.pando"):
+        plan = _plan("pando", trees=2, max_tuples=3)
+    assert plan.choices["threshold_sampled_rows"] == 52 and plan.choices["threshold_blocks"] == 5.2
+    assert "pando t: k = 2 needs leaves of 5.2 blocks to stay within 3 k-tuples" in caplog.text
+    assert plan.choices["k_tuples"] == 1
 
 
 def test_trees_auto_keeps_one_tree_when_more_trees_fit_only_the_training_literals():

@@ -65,6 +65,31 @@ def _sort_columns(log, table: str) -> tuple:
     return sort_columns(schema_table, workload, "")
 
 
+def test_each_half_of_the_references_keeps_the_cuts_it_makes():
+    # Four distinct references alternate between the halves: {q0, q2} and {q1, q3}.
+    from layout_core.optimizers import CandidateCut, TableQueries
+
+    log = analyses(
+        "SELECT count(*) FROM lineitem WHERE l_shipmode = 'AIR'",
+        "SELECT count(*) FROM lineitem WHERE l_shipmode = 'MAIL'",
+        "SELECT count(*) FROM lineitem WHERE l_shipmode = 'SHIP' AND l_quantity < 10",
+        "SELECT count(*) FROM lineitem WHERE l_quantity < 20",
+    )
+    simple, _ = candidate_cut_lists(log, "lineitem", SCHEMA.key_hops())
+    cuts = [CandidateCut(c) for c in simple]
+    summary = TableQueries("lineitem", tuple(log), SCHEMA.key_hops()).summary(cuts, SCHEMA.table("lineitem"))
+    own = [{to_sql(c.predicate) for c, mine in zip(cuts, half) if mine} for half in summary.held_out_cuts]
+    # half 0 names AIR and SHIP (the range between them is its own) and l_quantity < 10;
+    # half 1 names MAIL and l_quantity < 20, and no range: one literal separates nothing
+    assert own[0] == {"l_shipmode = 'AIR'", "l_shipmode = 'SHIP'", "l_shipmode < 'SHIP'", "l_quantity < 10"}
+    assert own[1] == {"l_shipmode = 'MAIL'", "l_quantity < 20"}
+    # l_shipmode < 'MAIL' lies between literals of both halves: neither makes it alone
+    assert "l_shipmode < 'MAIL'" in {to_sql(c.predicate) for c in cuts}
+    # one reference cannot be split
+    one = TableQueries("lineitem", tuple(log[:1]), SCHEMA.key_hops()).summary(cuts, SCHEMA.table("lineitem"))
+    assert one.held_out_cuts == ()
+
+
 # --- range cuts between the literals of equality cuts -------------------------------
 
 def _sqls(cuts):
