@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -88,9 +89,9 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
                  F.count(F.when(F.col(c).isNull(), 1)).alias(f"_nulls_{c}")]
         if range_sets > 1:
             aggs.append(F.array_sort(F.collect_set(c)).alias(f"_values_{c}"))
-    for flag in cut_flag_columns(n_cuts):
-        aggs += [F.max(F.col(flag).cast("int")).alias(f"_any{flag}"),
-                 F.min(F.col(flag).cast("int")).alias(f"_all{flag}")]
+    words = cut_words(n_cuts)
+    for w, word in enumerate(words):
+        aggs += [F.bit_or(word).alias(f"_any{w}"), F.bit_and(word).alias(f"_all{w}")]
     summary = df.groupBy(BLOCK_ID_COLUMN).agg(*aggs)
     if range_sets > 1:
         summary = summary.select(
@@ -108,11 +109,31 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
                 stats[c]["ranges"] = ranges_to_json(
                     ranges_between_gaps(lo, hi, [(g["prev"], g["next"]) for g in gaps]))
         union = all_ = 0
-        for i, flag in enumerate(cut_flag_columns(n_cuts)):
-            union |= int(row[f"_any{flag}"]) << i
-            all_ |= int(row[f"_all{flag}"]) << i
+        for w in range(len(words)):
+            union |= int(row[f"_any{w}"]) << (WORD_BITS * w)
+            all_ |= int(row[f"_all{w}"]) << (WORD_BITS * w)
         out.append(BlockSummary(int(row[BLOCK_ID_COLUMN]), int(row["_rows"]), stats, union, all_))
     return sorted(out, key=lambda b: b.block_id)
+
+
+WORD_BITS = 62  # cut flags per long: the sign bit and one more stay clear, so every word is >= 0
+
+
+def cut_words(n_cuts: int) -> list[Column]:
+    """The cut flag columns packed into longs, WORD_BITS flags each (bit j of
+    word w: cut WORD_BITS·w + j). A block's union and all bits are then two
+    aggregates per word, not two per cut: summarizing 60,000 lineitem rows
+    with 165 cuts in 60 blocks took 16.7 s with two aggregates per cut and 5.6
+    s with words where Spark interprets expressions (the tests), 5.3 and 3.9 s
+    where it generates code (measured 2026-11-29; the same summaries both
+    ways)."""
+    flags = cut_flag_columns(n_cuts)
+    words = []
+    for start in range(0, n_cuts, WORD_BITS):
+        bits = [F.when(F.col(flag), F.lit(1 << j)).otherwise(F.lit(0)).cast("long")
+                for j, flag in enumerate(flags[start:start + WORD_BITS])]
+        words.append(reduce(lambda a, b: a.bitwiseOR(b), bits))
+    return words
 
 
 def gap_width(value: Column, previous: Column, kind: str) -> Column:

@@ -115,3 +115,26 @@ def test_spark_range_sets_of_every_column_kind(spark):
     (plain,) = summarize_blocks(df, table, 0, range_sets=1)
     assert all("ranges" not in s for s in plain.stats.values())
     assert column_stats(plain.stats, 3)["d"] == ColumnStats(day, day + dt.timedelta(days=300), 0, 3)
+
+
+def test_spark_union_and_all_bits_of_130_cuts_cross_the_packed_words(spark):
+    # 130 cuts: flags are packed 62 to a long, so cuts 61/62 and 123/124 sit on either
+    # side of a word boundary. Block 0: rows x = 1, 2; block 1: x = 3. Cut i is
+    # "x <= 1" for i in {0, 61, 124}, "x >= 2" for i in {62, 129}, "x = 3" for
+    # i = 123, and FALSE otherwise (a NULL flag counts as FALSE: cut 5 is "NULL").
+    from layout_core.base.names import BLOCK_ID_COLUMN
+    from layout_core.spark.blocks import summarize_blocks, with_cut_flags
+
+    sqls = ["FALSE"] * 130
+    for i in (0, 61, 124):
+        sqls[i] = "x <= 1"
+    for i in (62, 129):
+        sqls[i] = "x >= 2"
+    sqls[123], sqls[5] = "x = 3", "NULL"
+    df = spark.createDataFrame([(1, 0), (2, 0), (3, 1)], f"x int, {BLOCK_ID_COLUMN} int")
+    table = TableSchema("t", (("x", "int"),), ("x",))
+    block0, block1 = summarize_blocks(with_cut_flags(df, sqls), table, 130, range_sets=1)
+    assert block0.union_bits == (1 << 0) | (1 << 61) | (1 << 124) | (1 << 62) | (1 << 129)
+    assert block0.all_bits == 0  # x = 1 and x = 2 share no cut
+    assert block1.union_bits == block1.all_bits == (1 << 62) | (1 << 123) | (1 << 129)
+    assert (block0.row_count, block1.row_count) == (2, 1)
