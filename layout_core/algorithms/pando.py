@@ -50,6 +50,7 @@ from layout_core.algorithms.types import VectorCounts, Workload, reference_halve
 __all__ = [
     "Grown",
     "PandoBlocks",
+    "FIRST_TREES",
     "Truncated",
     "TupleBoundError",
     "admitted",
@@ -67,6 +68,7 @@ __all__ = [
     "grow_within_bound",
     "k_tuples",
     "leaf_block_sets",
+    "mto_tree",
     "place_cells",
     "top_down",
     "truncate",
@@ -121,8 +123,14 @@ def top_down(
     threshold: int,
     allowed_cuts: np.ndarray | None = None,
     progress: bool = False,
+    first_tree: Node | None = None,
 ) -> tuple[Node, ...]:
     """k trees grown one split at a time (Pando §6.1).
+
+    With `first_tree` (mto's tree, say), tree 0 is that tree: its splits are
+    made first, whatever the threshold, and it is never split further; the
+    other k - 1 trees grow around it, each split worth what the rows tree 0
+    does not already let a query skip.
 
     Every row counts as its own block, and query q reads the rows of vector v
     unless some tree lets q skip v's leaf: ``reads[q, v]``. Cutting leaf l of
@@ -170,15 +178,18 @@ def top_down(
         raise ValueError("k must be >= 1")
     if threshold < 1:
         raise ValueError("threshold must be >= 1")
-    return _grow(vc, workload, k, threshold, allowed_cuts, progress).roots()
+    return _grow(vc, workload, k, threshold, allowed_cuts, progress, first_tree=first_tree).roots()
 
 
 def _grow(vc: VectorCounts, workload: Workload, k: int, threshold: int, allowed_cuts, progress: bool,
-          max_tuples: int | None = None) -> "_Forest":
+          max_tuples: int | None = None, first_tree: Node | None = None) -> "_Forest":
     """`top_down`'s growth; with `max_tuples`, it stops as soon as the trees make
     more non-empty k-tuples than that (splits never merge cells, so the count
-    only grows: such a threshold fails, whatever comes next)."""
+    only grows: such a threshold fails, whatever comes next). `first_tree`:
+    tree 0 is that tree, never split further (see `top_down`)."""
     forest = _Forest(vc, workload, k, int(threshold), cut_mask(allowed_cuts, vc.m))
+    if first_tree is not None:
+        forest.replay(0, first_tree)
     reporter = _Progress(progress, f"pando top_down (k={k})", "split", _LOG_EVERY)
     while (choice := forest.best_split()) is not None:
         forest.split(*choice)
@@ -260,6 +271,7 @@ class _Forest:
         self.next_cell = 1
         self.n_cells = int(total > 0)
         self.trees = [_Tree(vc.n, total) for _ in range(k)]
+        self.frozen: set[int] = set()  # trees given whole (`replay`), never split further
         for tree in self.trees:
             tree.gain_sum[0] = self.counts_f @ self.gain_of_vector
             tree.bit_rows[0] = self.counts_f @ self.vec_f
@@ -289,10 +301,24 @@ class _Forest:
             if gains[j] > self.tolerance:
                 tree.best_gain[node], tree.best_cut[node] = gains[j], j
 
+    def replay(self, t: int, root: Node) -> None:
+        """Make tree t `root`'s splits, then freeze it (no further split)."""
+        tree, stack = self.trees[t], [(0, root)]  # (node id in tree t, the node it becomes)
+        while stack:
+            node_id, node = stack.pop()
+            if node.cut is None:
+                continue
+            self.split(t, node_id, node.cut)
+            left = len(tree.idx) - 2  # split() appends the bit-1 child, then the bit-0 child
+            stack += [(left, node.left), (left + 1, node.right)]
+        self.frozen.add(t)
+
     def best_split(self) -> tuple[int, int, int] | None:
         """(tree, node, cut) of the largest positive gain, ties broken as documented."""
         best, best_tree = 0.0, -1
         for t, tree in enumerate(self.trees):
+            if t in self.frozen:
+                continue
             top = float(tree.best_gain.max())
             if top > best:  # strictly: the lowest tree wins ties
                 best, best_tree = top, t
@@ -391,6 +417,7 @@ def grow_within_bound(
     refine_steps: int = 3,
     progress: bool = False,
     max_threshold: int | None = None,
+    first_tree: Node | None = None,
 ) -> Grown:
     """The top-down threshold: small enough for fine leaves, large enough that
     the bottom-up stage (quadratic in the number of cells) stays tractable;
@@ -418,6 +445,8 @@ def grow_within_bound(
     to grow (pass `min_threshold` to go lower).
 
     `block_rows` is in the units of `vc` (divide by the sampling scale).
+    `first_tree`: tree 0 as given (see `top_down`); its leaves count towards
+    the k-tuples whatever the threshold.
     """
     _check(vc, workload)
     if block_rows < 1:
@@ -426,14 +455,14 @@ def grow_within_bound(
         raise ValueError("max_tuples must be >= 1")
     if k == 1:
         t = int(block_rows)
-        trees = top_down(vc, workload, 1, t, allowed_cuts, progress)
+        trees = top_down(vc, workload, 1, t, allowed_cuts, progress, first_tree)
         return Grown(t, trees, k_tuples(trees, vc)[1].shape[0])
     t = int(min_threshold) if min_threshold is not None else -(-int(block_rows) // 8)
     t = max(1, t)
     grown: dict[int, Grown] = {}
 
     def passes(threshold: int) -> bool:
-        forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples)
+        forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples, first_tree)
         grown[threshold] = Grown(threshold, forest.roots(), forest.n_cells)
         ok = forest.n_cells <= max_tuples
         log.info("pando threshold %d: %s%d k-tuples (bound %d)", threshold, "" if ok else "stopped at ",
@@ -634,6 +663,7 @@ def bottom_up_blocks(
     trees: Sequence[Node],
     block_rows: int,
     progress: bool = False,
+    within_first_tree: bool = False,
 ) -> PandoBlocks:
     """Pando §6.2: cells into blocks of >= block_rows rows.
 
@@ -656,6 +686,12 @@ def bottom_up_blocks(
        it adds the least cost to (ties: fewer rows, then the lower numbering
        key below); with no finished block (the table has < block_rows rows)
        it stays alone.
+
+    `within_first_tree` (tree 0 is mto's tree, Pando Fig. 2c): step 2 runs
+    per leaf of tree 0, so blocks stay inside its leaves; the cells each leaf
+    leaves unfinished, the costliest to merge there (mostly small k-tuples off
+    the trees' diagonal), are then merged across leaves into outlier blocks,
+    and step 3 takes what remains.
 
     Blocks are numbered by key: (the big cell, piece) for a big cell's
     pieces, (lowest cell, 0) for merged cells. Every row is in exactly one
@@ -682,7 +718,11 @@ def bottom_up_blocks(
             finished.append(_Block((cell, p), base + (p < extra), packed[cell], owner=cell, piece=p))
 
     small = np.flatnonzero(rows < block_rows)
-    groups, leftover = _merge_small(rows[small], packed[small], pk, block_rows, progress)
+    if within_first_tree:
+        groups, leftover = _merge_by_first_leaf(tuples[small, 0], rows[small], packed[small], pk, block_rows,
+                                                progress)
+    else:
+        groups, leftover = _merge_small(rows[small], packed[small], pk, block_rows, progress)
     for g in groups:
         cells = small[g]
         finished.append(_Block((int(cells.min()), 0), int(rows[cells].sum()),
@@ -716,6 +756,26 @@ def bottom_up_blocks(
         for cell in block.cells or ():
             first[cell] = number
     return PandoBlocks(tuples, first, n_blocks, rows, np.array([b.rows for b in finished], dtype=np.int64))
+
+
+def _merge_by_first_leaf(first_leaf: np.ndarray, sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions,
+                         block_rows: int, progress: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """`_merge_small` per leaf of tree 0 (`first_leaf`, per cell), then once more
+    over the cells every leaf left unfinished (the outlier blocks); positions
+    into `sizes`, as `_merge_small` gives them."""
+    groups, unfinished = [], []
+    for leaf in np.unique(first_leaf):
+        cells = np.flatnonzero(first_leaf == leaf)
+        done, left = _merge_small(sizes[cells], packed[cells], pk, block_rows, False)
+        groups += [cells[g] for g in done]
+        if left is not None:
+            unfinished.append(cells[left])
+    if not unfinished:
+        return groups, None
+    pooled = np.sort(np.concatenate(unfinished))
+    done, left = _merge_small(sizes[pooled], packed[pooled], pk, block_rows, progress)
+    groups += [pooled[g] for g in done]
+    return groups, None if left is None else pooled[left]
 
 
 def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_rows: int,
@@ -1058,12 +1118,18 @@ AUTO_TOLERANCE = 0.02
 
 
 def grow_layout(vc: VectorCounts, workload: Workload, k: int, block_rows: int, max_tuples: int,
-                progress: bool = False, max_threshold: int | None = None):
+                progress: bool = False, max_threshold: int | None = None, first_tree: str = "grown"):
     """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs
-    (`max_threshold`: see `grow_within_bound`)."""
+    (`max_threshold`: see `grow_within_bound`). `first_tree` "mto": tree 0 is
+    mto's tree (`mto_tree`), the others grow around it and blocks stay inside
+    its leaves but for outlier blocks; "grown": all k trees grow together."""
+    if first_tree not in FIRST_TREES:
+        raise ValueError(f"first_tree is one of {', '.join(FIRST_TREES)}, not {first_tree!r}")
+    tree0 = mto_tree(vc, workload, block_rows) if first_tree == "mto" else None
     grown = grow_within_bound(vc, workload, k, block_rows, max_tuples, progress=progress,
-                              max_threshold=max_threshold)
-    blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows, progress=progress)
+                              max_threshold=max_threshold, first_tree=tree0)
+    blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows, progress=progress,
+                              within_first_tree=tree0 is not None)
     return grown, blocks, truncate(grown.trees, blocks)
 
 
@@ -1076,9 +1142,17 @@ def rows_read_share(vc, workload, trees, blocks) -> float:
     return float(reads @ workload.weights / workload.weights.sum() / total)
 
 
+FIRST_TREES = ("grown", "mto")
+
+
+def mto_tree(vc: VectorCounts, workload: Workload, block_rows: int) -> Node:
+    """mto's tree: the greedy tree with the router's objective and leaves of >= one block."""
+    return greedy_tree(vc, workload, block_rows, objective="router")
+
+
 def mto_as_cells(vc, workload, block_rows: int):
     """mto's tree and its leaf blocks as a one-tree Pando layout, to compare k = 1 with the others."""
-    root = greedy_tree(vc, workload, block_rows, objective="router")
+    root = mto_tree(vc, workload, block_rows)
     by_id = sorted(leaves(root), key=lambda leaf: leaf.leaf_id)
     split = leaf_blocks(root, block_rows)
     rows = np.array([leaf.rows for leaf in by_id], dtype=np.int64)
@@ -1107,7 +1181,7 @@ def restricted(workload: Workload, allowed: np.ndarray) -> Workload:
 
 
 def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: int,
-             progress: bool = False, half_cuts: np.ndarray | None = None
+             progress: bool = False, half_cuts: np.ndarray | None = None, first_tree: str = "grown"
              ) -> tuple[int, list[list], str, tuple | None]:
     """Pando §6.3, "evaluate for increasing k until the performance flattens",
     on queries the layout was not fitted to: for k = 1..4, the layout fitted
@@ -1145,7 +1219,8 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
                 if k == 1:
                     trees, blocks = mto_as_cells(vc, fit_on, block_rows)
                 else:
-                    layout = grow_layout(vc, fit_on, k, block_rows, max_tuples, progress, max_threshold=block_rows)
+                    layout = grow_layout(vc, fit_on, k, block_rows, max_tuples, progress, max_threshold=block_rows,
+                                         first_tree=first_tree)
                     if fit_on is workload:  # no halves: this is the layout to keep
                         grown_on_all[k] = layout
                     trees, blocks = layout[0].trees, layout[1]
@@ -1164,7 +1239,7 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
             break
         try:
             layout = grown_on_all.get(chosen) or grow_layout(vc, workload, chosen, block_rows, max_tuples, progress,
-                                                            max_threshold=block_rows)
+                                                            max_threshold=block_rows, first_tree=first_tree)
         except TupleBoundError as error:  # the whole workload makes more k-tuples than either half
             log.info("pando trees=auto: on all training queries %s; k = %d skipped", error, chosen)
             continue

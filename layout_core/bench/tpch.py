@@ -102,7 +102,8 @@ RANGE_SET_SWEEP = (1, 2, 4, 8, 12, 16, 20, 24, 32)
 
 def layout_optimizer(layout: str) -> tuple[str, dict]:
     """A B1 layout name as (registered optimizer, settings): `pando-3` is pando
-    with 3 trees, `mto(join_key)` is mto with leaf_order=join_key."""
+    with 3 trees, `pando-2(mto)` pando with 2 trees around mto's tree
+    (first_tree=mto), `mto(join_key)` mto with leaf_order=join_key."""
     base, order = layout, ""
     if layout.endswith(")") and "(" in layout:
         base, order = layout[:-1].split("(", 1)
@@ -112,13 +113,16 @@ def layout_optimizer(layout: str) -> tuple[str, dict]:
         settings["trees"] = trees
     elif trees or name not in (*LAYOUTS, "tuned"):
         name = ""
-    if order:
+    if order == "mto" and name == "pando":
+        settings["first_tree"] = "mto"
+    elif order:
         if order not in ("join_key", "range") or name not in ("qdtree", "mto", "pando"):
             name = ""
         settings["leaf_order"] = order
     if not name:
         raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}, tuned, pando-K (K trees), "
-                         "pando-auto, and a tree layout with its leaf order, e.g. mto(join_key)")
+                         "pando-auto, pando-K(mto) (K trees around mto's), and a tree layout with its leaf order, "
+                         "e.g. mto(join_key)")
     return name, settings
 
 

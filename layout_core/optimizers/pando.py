@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from layout_core.algorithms.pando import (
-    admitted, admitted_tuples, cell_block_pairs, choose_k, fallback_blocks, grow_layout, place_cells,
+    FIRST_TREES, admitted, admitted_tuples, cell_block_pairs, choose_k, fallback_blocks, grow_layout, place_cells,
     reads_per_block, rows_read_share,
 )
 from layout_core.algorithms.qdtree import leaves, tree_to_json
@@ -31,6 +31,10 @@ TUPLES_PER_BLOCK = Setting("tuples_per_block", "int", 16,
                            "the table's blocks); its leaf threshold rises until it holds")
 MAX_TUPLES = Setting("max_tuples", "int", 10_000,
                      "most k-tuples (cells) in all, whatever the blocks: the bottom-up phase is quadratic in them")
+FIRST_TREE = Setting("first_tree", "choice", "grown",
+                     "tree 0: grown (the k trees grow together, Pando §6.1) or mto (mto's tree; the other trees "
+                     "grow around it and blocks stay inside its leaves but for outlier blocks, Pando Fig. 2c)",
+                     choices=FIRST_TREES)
 MAX_TREES = 8  # each tree multiplies the cells and the routing work; the paper's gains flatten by k = 4
 
 
@@ -46,8 +50,8 @@ class Pando(TreeOptimizer):
     name = "pando"
     help = ("k qd-trees over mto's cuts grown together (Pando §6); a query reads the blocks every tree "
             "admits, also ruled out by cut bits and zone maps")
-    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS, TREES, TUPLES_PER_BLOCK, MAX_TUPLES,
-                LEAF_ORDER)
+    settings = (BLOCK_ROWS, SORT_COLUMN, SAMPLE_ROWS, MAX_CUTS, EXCLUDE_COLUMNS, TREES, FIRST_TREE, TUPLES_PER_BLOCK,
+                MAX_TUPLES, LEAF_ORDER)
     router_keeps = "cut bits and the trees' leaf blocks"
     join_induced = True
 
@@ -80,7 +84,7 @@ class Pando(TreeOptimizer):
             half_cuts = np.array(inputs.workload.held_out_cuts, dtype=bool).reshape(-1, m)
             k, choices["trees_evaluated"], choices["trees_evaluated_on"], layout = choose_k(
                 vc, workload, block_rows, bound, progress=show_progress(),
-                half_cuts=half_cuts if half_cuts.shape[0] == 2 else None)
+                half_cuts=half_cuts if half_cuts.shape[0] == 2 else None, first_tree=settings["first_tree"])
             log.info("pando %s: trees=auto chose k = %d (estimated share of rows read by %s, per k: %s)",
                      inputs.table.name, k, choices["trees_evaluated_on"],
                      ", ".join(f"{kk}: " + ("skipped (over the k-tuple bound with one-block leaves)"
@@ -88,10 +92,12 @@ class Pando(TreeOptimizer):
                                for kk, share in choices["trees_evaluated"]))
         if k == 1:
             return self.tree_plan(inputs, settings, {"trees": 1, **choices})
-        layout = layout or grow_layout(vc, workload, k, block_rows, bound, progress=show_progress())
+        layout = layout or grow_layout(vc, workload, k, block_rows, bound, progress=show_progress(),
+                                       first_tree=settings["first_tree"])
         grown, blocks, truncated = layout
         share = rows_read_share(vc, workload, grown.trees, blocks)
-        choices.update({"trees": k, "k_tuple_bound": bound, "threshold_sampled_rows": grown.threshold,
+        choices.update({"trees": k, "first_tree": settings["first_tree"], "k_tuple_bound": bound,
+                        "threshold_sampled_rows": grown.threshold,
                         "threshold_blocks": round(grown.threshold / block_rows, 3), "k_tuples": grown.n_tuples,
                         "estimated_rows_read_share": round(share, 6)})
         if grown.threshold > block_rows:

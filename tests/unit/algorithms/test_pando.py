@@ -425,6 +425,49 @@ def test_admitted_follows_the_path():
 
 
 # ---------------------------------------------------------------------------
+# Tree 0 is mto's tree (Pando Fig. 2c)
+
+
+def test_a_given_first_tree_is_kept_and_the_others_grow_around_it():
+    # Tree 0 given as cut 1 (y < 50) although the greedy would cut 0 first:
+    # it stays as given, and tree 1 takes cut 0, which serves q0 and q1 on
+    # the rows tree 0 does not already let them skip.
+    given = S(1, L(0, [0, 2], 50), L(1, [1, 3], 50))
+    trees = top_down(XY, XY_WL, 2, 20, first_tree=given)
+    assert trees == (given, S(0, L(0, [0, 1], 50), L(1, [2, 3], 50)))
+    # one tree: the given tree, never split further, even where a split would pay
+    assert top_down(XY, XY_WL, 1, 1, first_tree=L(0, [0, 1, 2, 3], 100)) == (L(0, [0, 1, 2, 3], 100),)
+
+
+def test_blocks_stay_inside_the_first_trees_leaves():
+    # Cells (tree 0 leaf, tree 1 leaf): A = (0, 0) 6 rows, B = (0, 1) 5, C = (1, 0) 6,
+    # D = (1, 1) 5; blocks of 10 rows. q0 reads A and C, q1 reads B and D (tree 1).
+    # Freely, A + C (12 rows) and B + D (10) merge at no cost (each read by one
+    # query); inside tree 0's leaves, A + B and C + D (11 each, read by both queries).
+    vc = vcounts([[1, 1], [1, 0], [0, 1], [0, 0]], [6, 5, 6, 5])
+    wl = workload(2, n_queries=2, implies=[(0, 1)], disjoint=[(1, 1)])
+    trees = (S(0, L(0, [0, 1], 11), L(1, [2, 3], 11)), S(1, L(0, [0, 2], 12), L(1, [1, 3], 10)))
+    free = bottom_up_blocks(vc, wl, trees, 10)
+    assert free.tuples.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert free.tuple_first_block.tolist() == [0, 1, 0, 1] and free.block_rows.tolist() == [12, 10]
+    inside = bottom_up_blocks(vc, wl, trees, 10, within_first_tree=True)
+    assert inside.tuple_first_block.tolist() == [0, 0, 1, 1] and inside.block_rows.tolist() == [11, 11]
+
+
+def test_what_a_leaf_leaves_unfinished_goes_to_an_outlier_block():
+    # The Fig. 2 data with tree 0 = mto's tree (x < 50) and tree 1 grown around it
+    # (y < 50): the 40-row cells make 2 blocks each; the two 10-row off-diagonal
+    # cells are each alone in their leaf of tree 0, so both go to one outlier block.
+    grown, blocks, _ = pando.grow_layout(XY, XY_WL, 2, 20, 100, first_tree="mto")
+    assert grown.trees == (S(0, L(0, [0, 1], 50), L(1, [2, 3], 50)), S(1, L(0, [0, 2], 50), L(1, [1, 3], 50)))
+    assert blocks.tuples.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert blocks.tuple_first_block.tolist() == [0, 2, 2, 3] and blocks.tuple_n_blocks.tolist() == [2, 1, 1, 2]
+    assert blocks.block_rows.tolist() == [20, 20, 20, 20, 20]
+    with pytest.raises(ValueError, match="first_tree is one of grown, mto, not 'best'"):
+        pando.grow_layout(XY, XY_WL, 2, 20, 100, first_tree="best")
+
+
+# ---------------------------------------------------------------------------
 # Threshold
 
 

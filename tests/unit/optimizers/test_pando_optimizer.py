@@ -122,6 +122,20 @@ def test_pando_two_trees_read_fewer_blocks_than_mto_on_correlated_columns():
     # mto above: 30 blocks and 300 rows
 
 
+def test_two_trees_around_mtos_tree_make_the_fig_2c_layout():
+    # first_tree=mto: tree 0 is mto's tree (x < 50, leaves of 50 rows), tree 1
+    # grows around it (y < 50). The 45-row cells fill 4 blocks inside their
+    # leaf of tree 0; each leaf leaves its 5-row off-diagonal cell unfinished,
+    # and the two make the outlier block (block 4), as in the test above.
+    plan = _plan("pando", trees=2, first_tree="mto")
+    rule = plan.assignment
+    assert rule.cells == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert rule.cell_first_block == (0, 4, 4, 5) and rule.cell_n_blocks == (4, 1, 1, 4)
+    assert plan.choices["first_tree"] == "mto"
+    with pytest.raises(PlanError, match="setting first_tree takes one of grown, mto, not 'best'"):
+        get_optimizer("pando").resolve({"first_tree": "best"})
+
+
 def test_one_tree_is_mtos_plan():
     rng = np.random.default_rng(7)
     keys = tuple(sorted({"".join(rng.choice(["0", "1"], 2)) for _ in range(10)}))
