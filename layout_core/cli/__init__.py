@@ -687,7 +687,8 @@ def add_b1_arguments(parser, work: str) -> None:
     parser.add_argument("--work", default=work, help=f"folder for data and results (default {work})")
     parser.add_argument("--layouts", default="sortkey,zorder,hilbert,qdtree,mto",
                         help="comma-separated layouts (default: these five; also tuned, pando-K with K trees, "
-                             "e.g. pando-2,pando-3,pando-4, pando-auto, and mto(join_key): leaves ordered by the key)")
+                             "e.g. pando-2,pando-3,pando-4, pando-auto, pando-K(mto): K trees around mto's tree, "
+                             "and mto(join_key): leaves ordered by the key)")
     parser.add_argument("--spark", action="store_true",
                         help="also write sortkey and mto as block folders and time the test queries on Spark "
                              "(rewritten with their routes; answers compared)")
