@@ -1199,8 +1199,9 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
     every cut, and the held-out estimates are optimistic.
 
     A k whose trees make more than `max_tuples` k-tuples with leaves of one
-    block (`block_rows`, the largest threshold Pando's top-down assumes) is
-    skipped: its figure is None.
+    block (`block_rows`, the largest threshold Pando's top-down assumes), on
+    a half or on the whole workload, is skipped: its figure is None, and the
+    rule above applies to the other k.
 
     Returns k, the figures [[k, share or None], ...], what measured them, and
     the chosen k's `grow_layout` on the whole workload (None for k = 1: mto's plan)."""
@@ -1232,16 +1233,17 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
         figures.append([k, round(float(np.mean(shares)), 6)])
     measured_on = ("training queries" if halves is None else "held-out queries" if half_cuts is None
                    else "held-out queries, each half with its own cuts")
-    best = min(share for _, share in figures if share is not None)
-    ranked = [k for k, share in figures if share is not None and share <= best * (1 + AUTO_TOLERANCE)]
-    for chosen in ranked:  # smallest first
+    while True:  # ends: k = 1 is never skipped
+        measured = [(k, share) for k, share in figures if share is not None]
+        best = min(share for _, share in measured)
+        chosen = next(k for k, share in measured if share <= best * (1 + AUTO_TOLERANCE))  # the smallest
         if chosen == 1:
-            break
+            return 1, figures, measured_on, None
         try:
             layout = grown_on_all.get(chosen) or grow_layout(vc, workload, chosen, block_rows, max_tuples, progress,
                                                             max_threshold=block_rows, first_tree=first_tree)
         except TupleBoundError as error:  # the whole workload makes more k-tuples than either half
             log.info("pando trees=auto: on all training queries %s; k = %d skipped", error, chosen)
+            figures[AUTO_TREES.index(chosen)][1] = None
             continue
         return chosen, figures, measured_on, layout
-    return 1, figures, measured_on, None

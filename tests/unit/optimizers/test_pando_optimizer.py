@@ -195,6 +195,28 @@ def test_trees_auto_skips_a_k_that_needs_leaves_over_one_block():
     assert isinstance(plan.assignment, TreeBlocks)
 
 
+def test_trees_auto_skips_a_k_that_fits_each_half_but_not_all_the_queries():
+    # As in the first trees=auto test (k = 2, 3, 4 all 0.55), but say k = 2's
+    # trees on all four queries make more k-tuples than the bound: k = 2 is
+    # skipped (its figure None) and the rule picks among the rest: k = 3.
+    from unittest import mock
+
+    import layout_core.algorithms.pando as algorithm
+    from layout_core.algorithms.pando import TupleBoundError
+
+    grow = algorithm.grow_layout
+
+    def over_the_bound_on_all_queries(vc, workload, k, *args, **kwargs):
+        if k == 2 and workload.n_queries == 4:
+            raise TupleBoundError(2, 10, 5, 4)
+        return grow(vc, workload, k, *args, **kwargs)
+
+    with mock.patch.object(algorithm, "grow_layout", over_the_bound_on_all_queries):
+        plan = _plan("pando", trees="auto")
+    assert plan.choices["trees_evaluated"] == [[1, 0.75], [2, None], [3, 0.55], [4, 0.55]]
+    assert plan.choices["trees"] == 3 and plan.assignment.k == 3
+
+
 def test_an_explicit_k_over_one_block_says_so(caplog):
     # trees=2 with at most 3 k-tuples: thresholds 2, 4, 8, 16, 32 rows all let
     # both trees cut 50/50 (4 k-tuples), 64 allows no cut (1); bisection
