@@ -171,7 +171,7 @@ def top_down(
     Cost per split of a leaf of n_l vectors: O(Q·n_l) to update `reads`,
     O(n_c·Q·m) for the n_c vectors whose reads changed and O(k·n_c·m) to pass
     the change on, O(n_s·m) for the smaller child's n_s vectors, O(leaves)
-    to pick the next split. Memory: G is (n, m) float64, reads (Q, n) bool.
+    to pick the next split. Memory: G is (n, m) float64, reads (n, Q) bool.
     """
     _check(vc, workload)
     if k < 1:
@@ -259,9 +259,11 @@ class _Forest:
         self.imp_f = workload.implies.astype(np.float64)
         self.dis_f = workload.disjoint.astype(np.float64)
         self.weights = workload.weights
+        # integer weights keep every G an exact integer, so a split may subtract what it changes
+        self.integer_weights = bool(np.all(self.weights == np.round(self.weights)))
         self.threshold = threshold
         self.allowed = allowed
-        self.reads = np.ones((workload.n_queries, vc.n), dtype=bool)
+        self.reads = np.ones((vc.n, workload.n_queries), dtype=bool)  # [v, q]: rows of v read by q (a row per vector)
         self.gain_of_vector = np.zeros((vc.n, vc.m))
         self._rescore_vectors(np.arange(vc.n, dtype=np.int64))
         total = int(vc.counts.sum())
@@ -281,8 +283,14 @@ class _Forest:
         """G[v] for the given vectors, from the current `reads`."""
         for s in range(0, vec.size, _VECTOR_CHUNK):
             v = vec[s:s + _VECTOR_CHUNK]
-            wr = self.reads[:, v].T * self.weights  # (chunk, Q): w_q if q reads v
+            wr = self.reads[v] * self.weights  # (chunk, Q): w_q if q reads v
             self.gain_of_vector[v] = np.where(self.vectors[v], wr @ self.dis_f, wr @ self.imp_f)
+
+    def _dropped_gains(self, vec: np.ndarray, stopped: np.ndarray, qs: np.ndarray) -> np.ndarray:
+        """-(G[v]'s terms of the queries that stopped reading v): `stopped` (len(vec), len(qs))
+        marks, per vector, which of the queries `qs` no longer read it."""
+        ws = stopped * self.weights[qs]
+        return -np.where(self.vectors[vec], ws @ self.dis_f[qs], ws @ self.imp_f[qs])
 
     def _rescore_leaves(self, tree: _Tree, nodes) -> None:
         """The best valid split (gain, cut; lowest cut among ties) of each leaf, from its sums."""
@@ -336,13 +344,24 @@ class _Forest:
         left, right = tree.add_children(node, cut, idx[bit], idx[~bit], self.counts)
         self._split_cells(idx, bit)
         # Queries the new children let skip: implied cut on the bit-0 side, disjoint cut on the bit-1 side.
-        skip = (self.imp[:, cut, None] & ~bit) | (self.dis[:, cut, None] & bit)
-        before = self.reads[:, idx]
-        changed = idx[(before & skip).any(axis=0) & (self.counts[idx] > 0)]
-        self.reads[:, idx] = before & ~skip
-        old = self.gain_of_vector[changed]
-        self._rescore_vectors(changed)
-        delta = self.counts_f[changed, None] * (self.gain_of_vector[changed] - old)
+        skip = np.where(bit[:, None], self.dis[:, cut], self.imp[:, cut])  # (n_l, Q)
+        before = self.reads[idx]
+        newly = before & skip  # the queries that stop reading each vector
+        hit = newly.any(axis=1)
+        self.reads[idx[hit]] = before[hit] & ~skip[hit]
+        counted = hit & (self.counts[idx] > 0)
+        changed = idx[counted]
+        if self.integer_weights:
+            # Only the few queries that imply or are disjoint with the cut can stop reading a
+            # vector: G drops by their terms (exact in integers), not a product over all Q.
+            qs = np.flatnonzero(self.imp[:, cut] | self.dis[:, cut])
+            change = self._dropped_gains(changed, newly[counted][:, qs], qs)
+            self.gain_of_vector[changed] += change
+        else:
+            old = self.gain_of_vector[changed]
+            self._rescore_vectors(changed)
+            change = self.gain_of_vector[changed] - old
+        delta = self.counts_f[changed, None] * change
         # The split leaf's sums go to its children: the smaller one summed, the other the rest.
         parent_sum = tree.gain_sum.pop(node) + delta.sum(axis=0)
         parent_bits = tree.bit_rows.pop(node)

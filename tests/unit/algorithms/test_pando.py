@@ -555,6 +555,18 @@ def test_one_tree_is_greedy_tree(inst, threshold, data):
     assert tree == greedy_tree(vc, wl, threshold, allowed)
 
 
+@settings(max_examples=60, deadline=None)
+@given(instances(max_n=12, max_m=4, max_q=5), st.integers(1, 3), st.integers(1, 20))
+def test_halved_weights_grow_the_same_trees(inst, k, threshold):
+    # Integer weights take the split's shortcut (subtract the terms of the queries that
+    # stop reading a vector); halves of odd weights are not integers and rescore every
+    # changed vector. Halves are exact in floating point: both ways give the same trees.
+    vc, wl = inst
+    odd = wl.weights * 2 + 1  # their halves are not integers
+    whole, halved = Workload(wl.implies, wl.disjoint, odd), Workload(wl.implies, wl.disjoint, odd / 2)
+    assert top_down(vc, whole, k, threshold) == top_down(vc, halved, k, threshold)
+
+
 @settings(max_examples=80, deadline=None)
 @given(instances(max_n=7, max_m=3, max_q=3), st.integers(1, 3), st.integers(1, 20), st.data())
 def test_top_down_is_the_exhaustive_greedy(inst, k, threshold, data):
