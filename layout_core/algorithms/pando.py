@@ -1137,18 +1137,16 @@ AUTO_TOLERANCE = 0.02
 
 
 def grow_layout(vc: VectorCounts, workload: Workload, k: int, block_rows: int, max_tuples: int,
-                progress: bool = False, max_threshold: int | None = None, first_tree: str = "grown"):
+                progress: bool = False, max_threshold: int | None = None, first_tree: Node | None = None):
     """(Grown, PandoBlocks, Truncated): the three phases of §6 on (vector, count) pairs
-    (`max_threshold`: see `grow_within_bound`). `first_tree` "mto": tree 0 is
-    mto's tree (`mto_tree`), the others grow around it and blocks stay inside
-    its leaves but for outlier blocks; "grown": all k trees grow together."""
-    if first_tree not in FIRST_TREES:
-        raise ValueError(f"first_tree is one of {', '.join(FIRST_TREES)}, not {first_tree!r}")
-    tree0 = mto_tree(vc, workload, block_rows) if first_tree == "mto" else None
+    (`max_threshold`: see `grow_within_bound`). `first_tree` (mto's tree,
+    `mto_tree`): tree 0 is that tree, the others grow around it and blocks
+    stay inside its leaves but for outlier blocks; None: all k trees grow
+    together."""
     grown = grow_within_bound(vc, workload, k, block_rows, max_tuples, progress=progress,
-                              max_threshold=max_threshold, first_tree=tree0)
+                              max_threshold=max_threshold, first_tree=first_tree)
     blocks = bottom_up_blocks(vc, workload, grown.trees, block_rows, progress=progress,
-                              within_first_tree=tree0 is not None)
+                              within_first_tree=first_tree is not None)
     return grown, blocks, truncate(grown.trees, blocks)
 
 
@@ -1161,7 +1159,7 @@ def rows_read_share(vc, workload, trees, blocks) -> float:
     return float(reads @ workload.weights / workload.weights.sum() / total)
 
 
-FIRST_TREES = ("grown", "mto")
+FIRST_TREES = ("grown", "mto")  # the first_tree setting: tree 0 grown with the others, or mto's tree
 
 
 def mto_tree(vc: VectorCounts, workload: Workload, block_rows: int) -> Node:
@@ -1169,9 +1167,10 @@ def mto_tree(vc: VectorCounts, workload: Workload, block_rows: int) -> Node:
     return greedy_tree(vc, workload, block_rows, objective="router")
 
 
-def mto_as_cells(vc, workload, block_rows: int):
-    """mto's tree and its leaf blocks as a one-tree Pando layout, to compare k = 1 with the others."""
-    root = mto_tree(vc, workload, block_rows)
+def mto_as_cells(vc, workload, block_rows: int, root: Node | None = None):
+    """mto's tree (`root`, when already made) and its leaf blocks as a one-tree
+    Pando layout, to compare k = 1 with the others."""
+    root = mto_tree(vc, workload, block_rows) if root is None else root
     by_id = sorted(leaves(root), key=lambda leaf: leaf.leaf_id)
     split = leaf_blocks(root, block_rows)
     rows = np.array([leaf.rows for leaf in by_id], dtype=np.int64)
@@ -1231,16 +1230,19 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
         folds = [halves, halves[::-1]]
     else:  # each half sees only the cuts its own queries make
         folds = [(restricted(halves[h], half_cuts[h]), restricted(halves[1 - h], half_cuts[h])) for h in (0, 1)]
+    if first_tree not in FIRST_TREES:
+        raise ValueError(f"first_tree is one of {', '.join(FIRST_TREES)}, not {first_tree!r}")
+    mto_roots = [mto_tree(vc, fit_on, block_rows) for fit_on, _ in folds]  # k = 1, and tree 0 for "mto"
     figures, grown_on_all = [], {}
     for k in AUTO_TREES:
         shares = []
         try:
-            for fit_on, measure_on in folds:
+            for (fit_on, measure_on), root in zip(folds, mto_roots):
                 if k == 1:
-                    trees, blocks = mto_as_cells(vc, fit_on, block_rows)
+                    trees, blocks = mto_as_cells(vc, fit_on, block_rows, root)
                 else:
                     layout = grow_layout(vc, fit_on, k, block_rows, max_tuples, progress, max_threshold=block_rows,
-                                         first_tree=first_tree)
+                                         first_tree=root if first_tree == "mto" else None)
                     if fit_on is workload:  # no halves: this is the layout to keep
                         grown_on_all[k] = layout
                     trees, blocks = layout[0].trees, layout[1]
@@ -1252,6 +1254,7 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
         figures.append([k, round(float(np.mean(shares)), 6)])
     measured_on = ("training queries" if halves is None else "held-out queries" if half_cuts is None
                    else "held-out queries, each half with its own cuts")
+    tree0_of_all = None  # mto's tree on all the training queries, made when first needed
     while True:  # ends: k = 1 is never skipped
         measured = [(k, share) for k, share in figures if share is not None]
         best = min(share for _, share in measured)
@@ -1259,10 +1262,13 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
         if chosen == 1:
             return 1, figures, measured_on, None
         try:
-            layout = grown_on_all.get(chosen) or grow_layout(vc, workload, chosen, block_rows, max_tuples, progress,
-                                                            max_threshold=block_rows, first_tree=first_tree)
+            if chosen not in grown_on_all:  # fitted to halves: grow it on all the training queries
+                if first_tree == "mto" and tree0_of_all is None:
+                    tree0_of_all = mto_tree(vc, workload, block_rows)
+                grown_on_all[chosen] = grow_layout(vc, workload, chosen, block_rows, max_tuples, progress,
+                                                   max_threshold=block_rows, first_tree=tree0_of_all)
         except TupleBoundError as error:  # the whole workload makes more k-tuples than either half
             log.info("pando trees=auto: on all training queries %s; k = %d skipped", error, chosen)
             figures[AUTO_TREES.index(chosen)][1] = None
             continue
-        return chosen, figures, measured_on, layout
+        return chosen, figures, measured_on, grown_on_all[chosen]

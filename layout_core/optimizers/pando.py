@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from layout_core.algorithms.pando import (
-    FIRST_TREES, admitted, admitted_tuples, cell_block_pairs, choose_k, fallback_blocks, grow_layout, place_cells,
-    reads_per_block, rows_read_share,
+    FIRST_TREES, admitted, admitted_tuples, cell_block_pairs, choose_k, fallback_blocks, grow_layout, mto_tree,
+    place_cells, reads_per_block, rows_read_share,
 )
 from layout_core.algorithms.qdtree import leaves, tree_to_json
 from layout_core.algorithms.types import VectorCounts
@@ -92,8 +92,9 @@ class Pando(TreeOptimizer):
                                for kk, share in choices["trees_evaluated"]))
         if k == 1:
             return self.tree_plan(inputs, settings, {"trees": 1, **choices})
-        layout = layout or grow_layout(vc, workload, k, block_rows, bound, progress=show_progress(),
-                                       first_tree=settings["first_tree"])
+        if layout is None:
+            tree0 = mto_tree(vc, workload, block_rows) if settings["first_tree"] == "mto" else None
+            layout = grow_layout(vc, workload, k, block_rows, bound, progress=show_progress(), first_tree=tree0)
         grown, blocks, truncated = layout
         share = rows_read_share(vc, workload, grown.trees, blocks)
         choices.update({"trees": k, "first_tree": settings["first_tree"], "k_tuple_bound": bound,

@@ -458,13 +458,13 @@ def test_what_a_leaf_leaves_unfinished_goes_to_an_outlier_block():
     # The Fig. 2 data with tree 0 = mto's tree (x < 50) and tree 1 grown around it
     # (y < 50): the 40-row cells make 2 blocks each; the two 10-row off-diagonal
     # cells are each alone in their leaf of tree 0, so both go to one outlier block.
-    grown, blocks, _ = pando.grow_layout(XY, XY_WL, 2, 20, 100, first_tree="mto")
+    grown, blocks, _ = pando.grow_layout(XY, XY_WL, 2, 20, 100, first_tree=pando.mto_tree(XY, XY_WL, 20))
     assert grown.trees == (S(0, L(0, [0, 1], 50), L(1, [2, 3], 50)), S(1, L(0, [0, 2], 50), L(1, [1, 3], 50)))
     assert blocks.tuples.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
     assert blocks.tuple_first_block.tolist() == [0, 2, 2, 3] and blocks.tuple_n_blocks.tolist() == [2, 1, 1, 2]
     assert blocks.block_rows.tolist() == [20, 20, 20, 20, 20]
     with pytest.raises(ValueError, match="first_tree is one of grown, mto, not 'best'"):
-        pando.grow_layout(XY, XY_WL, 2, 20, 100, first_tree="best")
+        pando.choose_k(XY, XY_WL, 20, 100, first_tree="best")
 
 
 # ---------------------------------------------------------------------------
