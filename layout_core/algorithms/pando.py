@@ -63,6 +63,10 @@ __all__ = [
     "restricted",
     "rows_read_share",
     "bottom_up_blocks",
+    "Cells",
+    "cells_of_sample",
+    "cut_skipped",
+    "merge_cells",
     "estimated_rows_read",
     "fallback_blocks",
     "grow_within_bound",
@@ -676,6 +680,79 @@ class _Block:
     cells: list[int] | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class Cells:
+    """The non-empty k-tuples (cells) of a table and what merging them needs.
+
+    tuples:  (T, k) int64, leaf id per tree, in lexicographic order (`k_tuples`).
+    rows:    (T,) int64, rows of each cell.
+    any_cut, all_cut: (T, m) bool, some / every row of the cell satisfies cut
+             j: the cut bits the router keeps for a block of these rows. None:
+             unknown, the trees' admissions alone decide what a block is read by.
+    span:    (T, 2) float64 or None, the least and greatest value of the sort
+             column in the cell (any order-preserving number; NaN: no value).
+             Merges of equal cost go to the narrowest merged range, so the
+             blocks' zone maps stay narrow for literals the workload never had.
+
+    `cells_of_sample` makes them from (vector, count) pairs, the Spark side
+    (`spark.cells`) from every row of the partition.
+    """
+
+    tuples: np.ndarray
+    rows: np.ndarray
+    any_cut: np.ndarray | None = None
+    all_cut: np.ndarray | None = None
+    span: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tuples", _readonly(self.tuples, np.int64, 2))
+        t = self.tuples.shape[0]
+        object.__setattr__(self, "rows", _readonly(self.rows, np.int64, 1))
+        if self.rows.shape != (t,):
+            raise ValueError(f"rows must have shape ({t},)")
+        if (self.any_cut is None) != (self.all_cut is None):
+            raise ValueError("any_cut and all_cut go together")
+        if self.any_cut is not None:
+            for name in ("any_cut", "all_cut"):
+                arr = _readonly(getattr(self, name), bool, 2)
+                if arr.shape[0] != t:
+                    raise ValueError(f"{name} must have {t} rows")
+                object.__setattr__(self, name, arr)
+            if self.any_cut.shape != self.all_cut.shape:
+                raise ValueError("any_cut and all_cut must have the same shape")
+        if self.span is not None:
+            span = _readonly(self.span, np.float64, 2)
+            if span.shape != (t, 2):
+                raise ValueError(f"span must have shape ({t}, 2)")
+            object.__setattr__(self, "span", span)
+
+
+def cells_of_sample(trees: Sequence[Node], vc: VectorCounts) -> Cells:
+    """The cells of (vector, count) pairs, with their cut bits (no values: no span)."""
+    tuple_of_vector, tuples = k_tuples(trees, vc)
+    n_tuples = tuples.shape[0]
+    held = tuple_of_vector >= 0
+    rows = np.bincount(tuple_of_vector[held], weights=vc.counts[held], minlength=n_tuples).astype(np.int64)
+    any_cut = np.zeros((n_tuples, vc.m), dtype=bool)
+    all_cut = np.ones((n_tuples, vc.m), dtype=bool)
+    rows_of = held & (vc.counts > 0)  # a vector of count 0 has no row to set a bit
+    np.logical_or.at(any_cut, tuple_of_vector[rows_of], vc.vectors[rows_of])
+    np.logical_and.at(all_cut, tuple_of_vector[rows_of], vc.vectors[rows_of])
+    return Cells(tuples, rows, any_cut, all_cut)
+
+
+def cut_skipped(workload: Workload, any_cut: np.ndarray, all_cut: np.ndarray) -> np.ndarray:
+    """(n, Q) bool: the cut bits of n groups of rows let query q skip them: q
+    implies a cut no row satisfies, or is disjoint with one every row does
+    (the router's rule)."""
+    if any_cut.shape[0] == 0 or workload.n_queries == 0:
+        return np.zeros((any_cut.shape[0], workload.n_queries), dtype=bool)
+    # float32 products are exact here (counts of at most m cuts) and use BLAS
+    none = (~any_cut).astype(np.float32) @ workload.implies.T.astype(np.float32)
+    every = all_cut.astype(np.float32) @ workload.disjoint.T.astype(np.float32)
+    return (none > 0) | (every > 0)
+
+
 def bottom_up_blocks(
     vc: VectorCounts,
     workload: Workload,
@@ -684,23 +761,43 @@ def bottom_up_blocks(
     progress: bool = False,
     within_first_tree: bool = False,
 ) -> PandoBlocks:
+    """Pando §6.2 on (vector, count) pairs: `merge_cells` of `cells_of_sample`."""
+    _check(vc, workload)
+    return merge_cells(cells_of_sample(trees, vc), admitted(trees, workload), workload, block_rows,
+                       progress=progress, within_first_tree=within_first_tree)
+
+
+def merge_cells(
+    cells: Cells,
+    admissions: Sequence[np.ndarray],
+    workload: Workload,
+    block_rows: int,
+    progress: bool = False,
+    within_first_tree: bool = False,
+) -> PandoBlocks:
     """Pando §6.2: cells into blocks of >= block_rows rows.
 
-    Block B costs Σ_q w_q |B| reads(q, B), with reads(q, B) = some cell of B
-    is admitted by all k trees for q (see the module docstring). Per block,
-    reads is a bool vector over queries, bit-packed (`PackedUnions` with the
-    query weights), and merging A and B adds
+    Query q reads a block B when some cell of B is admitted by all k trees
+    (`admissions`, per tree (Q, leaves), see `admitted`) and B's cut bits do
+    not let q skip it (`cut_skipped`, when `cells` has cut bits): the rule of
+    the router that serves the blocks. Block B costs Σ_q w_q |B| reads(q, B).
+    Per block, reads is a bool vector over queries, bit-packed
+    (`PackedUnions` with the query weights), and merging A and B is scored
 
         (|A| + |B|) w(reads_A | reads_B) - |A| w(reads_A) - |B| w(reads_B) >= 0,
 
-    the queries that newly scan the merged block.
+    the queries that newly scan the merged block. The merged block's reads
+    are then taken from its own cut bits, which can make them more than the
+    union (a query implying two cuts that each half satisfies on its own).
 
     1. A cell with >= block_rows rows is finished as n = rows // block_rows
        blocks of floor/ceil(rows / n) rows (the first ones get the extra row),
        so each is in [block_rows, 2·block_rows).
     2. The other cells start as one block each; the pair whose merge adds the
-       least cost is merged (ties: the pair of lowest cells, comparing each
-       block by its lowest cell), and a block reaching block_rows is finished.
+       least cost is merged (ties: the narrowest merged span of the sort
+       column when `cells.span` is known, then the pair of lowest cells,
+       comparing each block by its lowest cell), and a block reaching
+       block_rows is finished.
     3. The last unfinished block (< block_rows rows) joins the finished block
        it adds the least cost to (ties: fewer rows, then the lower numbering
        key below); with no finished block (the table has < block_rows rows)
@@ -715,19 +812,32 @@ def bottom_up_blocks(
     Blocks are numbered by key: (the big cell, piece) for a big cell's
     pieces, (lowest cell, 0) for merged cells. Every row is in exactly one
     block; every block has >= block_rows rows unless the table has fewer.
-    Rows and `block_rows` are in the units of `vc` (a sample's rows, if it is
-    a sample). Cost: O(T^2 · Q / 16) typically for T small cells (each merge
-    rescans the pairs of O(1) blocks), worst O(T^3).
+    Rows and `block_rows` are in the same units (a sample's rows, if the
+    cells are a sample's). Cost: O(T^2 · Q / 16) typically for T small cells
+    (each merge rescans the pairs of O(1) blocks), worst O(T^3).
     """
-    _check(vc, workload)
     if block_rows < 1:
         raise ValueError("block_rows must be >= 1")
-    tuple_of_vector, tuples = k_tuples(trees, vc)
+    tuples, rows = cells.tuples, cells.rows
     n_tuples = tuples.shape[0]
-    held = tuple_of_vector >= 0
-    rows = np.bincount(tuple_of_vector[held], weights=vc.counts[held], minlength=n_tuples).astype(np.int64)
     pk = PackedUnions(workload.weights)
-    packed = pk.pack(tuple_reads(trees, workload, tuples).T)  # (T, words)
+    tree_reads = admitted_tuples(admissions, tuples).T  # (T, Q)
+    if cells.any_cut is not None:
+        if cells.any_cut.shape[1] != workload.m:
+            raise ValueError(f"the cells have bits of {cells.any_cut.shape[1]} cuts, the workload {workload.m}")
+        reads = tree_reads & ~cut_skipped(workload, cells.any_cut, cells.all_cut)
+    else:
+        reads = tree_reads
+    packed = pk.pack(reads)  # (T, words)
+
+    def group_reads(group: np.ndarray) -> np.ndarray:
+        """The packed reads of a block made of cells `group` (indices)."""
+        if cells.any_cut is None:
+            return np.bitwise_or.reduce(packed[group], axis=0)
+        union = tree_reads[group].any(axis=0)
+        skip = cut_skipped(workload, cells.any_cut[group].any(axis=0, keepdims=True),
+                           cells.all_cut[group].all(axis=0, keepdims=True))[0]
+        return pk.pack((union & ~skip)[None, :])[0]
 
     finished: list[_Block] = []
     for cell in np.flatnonzero(rows >= block_rows).tolist():
@@ -737,21 +847,23 @@ def bottom_up_blocks(
             finished.append(_Block((cell, p), base + (p < extra), packed[cell], owner=cell, piece=p))
 
     small = np.flatnonzero(rows < block_rows)
+    merging = _Merging(rows[small], packed[small], pk, block_rows,
+                       None if cells.any_cut is None else (lambda g: group_reads(small[g])),
+                       None if cells.span is None else cells.span[small])
     if within_first_tree:
-        groups, leftover = _merge_by_first_leaf(tuples[small, 0], rows[small], packed[small], pk, block_rows,
-                                                progress)
+        groups, leftover = _merge_by_first_leaf(tuples[small, 0], merging, progress)
     else:
-        groups, leftover = _merge_small(rows[small], packed[small], pk, block_rows, progress)
+        groups, leftover = _merge_small(merging, progress)
     for g in groups:
-        cells = small[g]
-        finished.append(_Block((int(cells.min()), 0), int(rows[cells].sum()),
-                               np.bitwise_or.reduce(packed[cells], axis=0), cells=cells.tolist()))
+        group = small[g]
+        finished.append(_Block((int(group.min()), 0), int(rows[group].sum()), group_reads(group),
+                               cells=group.tolist()))
     if leftover is not None:
-        cells = small[leftover]
-        size = int(rows[cells].sum())
-        union = np.bitwise_or.reduce(packed[cells], axis=0)
+        group = small[leftover]
+        size = int(rows[group].sum())
+        union = group_reads(group)
         if not finished:
-            finished.append(_Block((int(cells.min()), 0), size, union, cells=cells.tolist()))
+            finished.append(_Block((int(group.min()), 0), size, union, cells=group.tolist()))
         else:
             finished.sort(key=lambda b: b.key)
             b_rows = np.array([b.rows for b in finished], dtype=np.float64)
@@ -761,9 +873,9 @@ def bottom_up_blocks(
             target = finished[int(np.lexsort((np.arange(b_rows.size), b_rows, added))[0])]
             target.rows += size
             target.reads = target.reads | union
-            target.cells = (target.cells or []) + cells.tolist()
+            target.cells = (target.cells or []) + group.tolist()
             if target.piece < 0:  # a merged block is numbered by its lowest cell
-                target.key = (min(target.key[0], int(cells.min())), 0)
+                target.key = (min(target.key[0], int(group.min())), 0)
 
     finished.sort(key=lambda b: b.key)
     first = np.zeros(n_tuples, dtype=np.int64)
@@ -777,58 +889,95 @@ def bottom_up_blocks(
     return PandoBlocks(tuples, first, n_blocks, rows, np.array([b.rows for b in finished], dtype=np.int64))
 
 
-def _merge_by_first_leaf(first_leaf: np.ndarray, sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions,
-                         block_rows: int, progress: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
+class _Merging(NamedTuple):
+    """What step 2 of `merge_cells` merges: small cells' sizes and packed reads,
+    `group_reads(positions) -> packed reads` of a merged block (None: the union
+    of its parts'), and their spans (None: unknown)."""
+
+    sizes: np.ndarray
+    packed: np.ndarray
+    pk: PackedUnions
+    block_rows: int
+    group_reads: object = None
+    spans: np.ndarray | None = None
+
+    def subset(self, positions: np.ndarray) -> "_Merging":
+        reads = self.group_reads
+        return self._replace(
+            sizes=self.sizes[positions], packed=self.packed[positions],
+            group_reads=None if reads is None else (lambda g: reads(positions[g])),
+            spans=None if self.spans is None else self.spans[positions])
+
+
+def _merge_by_first_leaf(first_leaf: np.ndarray, merging: _Merging,
+                         progress: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
     """`_merge_small` per leaf of tree 0 (`first_leaf`, per cell), then once more
     over the cells every leaf left unfinished (the outlier blocks); positions
-    into `sizes`, as `_merge_small` gives them."""
+    into `merging.sizes`, as `_merge_small` gives them."""
     groups, unfinished = [], []
-    for leaf in np.unique(first_leaf):
+    first_leaves = np.unique(first_leaf)
+    for leaf in first_leaves:
         cells = np.flatnonzero(first_leaf == leaf)
-        done, left = _merge_small(sizes[cells], packed[cells], pk, block_rows, False)
+        done, left = _merge_small(merging.subset(cells), False, quiet=True)
         groups += [cells[g] for g in done]
         if left is not None:
             unfinished.append(cells[left])
+    log.info("pando bottom-up merges inside %d leaves of tree 0: %d blocks finished, %d cells left for outlier "
+             "blocks", first_leaves.size, len(groups), sum(u.size for u in unfinished))
     if not unfinished:
         return groups, None
     pooled = np.sort(np.concatenate(unfinished))
-    done, left = _merge_small(sizes[pooled], packed[pooled], pk, block_rows, progress)
+    done, left = _merge_small(merging.subset(pooled), progress)
     groups += [pooled[g] for g in done]
     return groups, None if left is None else pooled[left]
 
 
-def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_rows: int,
-                 progress: bool) -> tuple[list[np.ndarray], np.ndarray | None]:
+def _merge_small(merging: _Merging, progress: bool, quiet: bool = False) -> tuple[list[np.ndarray], np.ndarray | None]:
     """Greedy merging of blocks of < block_rows rows (step 2 of
-    `bottom_up_blocks`): the finished groups and the unfinished leftover, as
-    arrays of positions into `sizes`.
+    `merge_cells`): the finished groups and the unfinished leftover, as
+    arrays of positions into `merging.sizes`.
 
     A block's index is that of its lowest cell (a merge keeps the lower
     index). Every active block keeps its nearest partner (least added cost,
-    lowest index among ties) and that cost, so the pair merged is the one of
-    least cost and, among ties, of lowest (lower index, higher index). After
-    a merge only the rows of the merged block and of the blocks whose partner
+    then narrowest merged span, then lowest index) with that cost and span,
+    so the pair merged is the one of least cost and, among ties, of
+    narrowest span and then lowest (lower index, higher index). After a
+    merge only the rows of the merged block and of the blocks whose partner
     was one of the two are recomputed: any other block's costs are unchanged
     but the one with the merged block, which is checked against its best.
 
     Up to _CACHED_PAIRS blocks, every pair's cost is kept in an (n, n) matrix
     (8 n^2 bytes), so finding a stale block's new partner is a row minimum
-    instead of n union weights; the values, and so the merges, are the same."""
-    n = sizes.shape[0]
+    instead of n union weights; the values, and so the merges, are the same.
+    `quiet`: no log line at the end (the caller sums up several runs)."""
+    pk, block_rows = merging.pk, merging.block_rows
+    n = merging.sizes.shape[0]
     if n == 0:
         return [], None
-    size = sizes.astype(np.float64)
-    packed = packed.copy()
+    size = merging.sizes.astype(np.float64)
+    packed = merging.packed.copy()
     cost = size * pk.weight(packed)  # |B| w(reads_B)
     members = [[i] for i in range(n)]
     active = np.ones(n, dtype=bool)
     partner = np.zeros(n, dtype=np.int64)
     best = np.full(n, np.inf)
+    best_span = np.zeros(n)
+    spans = np.zeros((n, 2)) if merging.spans is None else merging.spans.copy()
+    lo, hi = spans[:, 0], spans[:, 1]  # views: a merge updates them in place
 
     def added(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         # Symmetric term by term, so added(a, b) == added(b, a) exactly.
         union_w = pk.weight(packed[rows][:, None, :] | packed[cols][None, :, :])
         return (size[rows][:, None] + size[cols][None, :]) * union_w - (cost[rows][:, None] + cost[cols][None, :])
+
+    def span(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        # fmax / fmin skip a cell without values (NaN); two of them span 0
+        width = np.fmax(hi[rows][:, None], hi[cols][None, :]) - np.fmin(lo[rows][:, None], lo[cols][None, :])
+        return np.nan_to_num(width, nan=0.0)
+
+    def nearest(loss: np.ndarray, width: np.ndarray) -> np.ndarray:
+        # per row: least loss, then narrowest span, then the first column
+        return np.argmin(np.where(loss == loss.min(axis=1, keepdims=True), width, np.inf), axis=1)
 
     pairs = None
     if n <= _CACHED_PAIRS:
@@ -839,28 +988,33 @@ def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_
         np.fill_diagonal(pairs, np.inf)  # not with itself
 
     def find_partners(rows: np.ndarray, act: np.ndarray) -> None:
-        if pairs is not None:  # inactive columns hold inf; argmin's first minimum is the lowest index
-            j = np.argmin(pairs[rows], axis=1)
-            partner[rows], best[rows] = j, pairs[rows, j]
-            return
         for s in range(0, rows.size, _PAIR_CHUNK):
             r = rows[s:s + _PAIR_CHUNK]
-            loss = added(r, act)
-            loss[np.arange(r.size), np.searchsorted(act, r)] = np.inf  # not with itself
-            j = np.argmin(loss, axis=1)
-            partner[r], best[r] = act[j], loss[np.arange(r.size), j]
+            if pairs is not None:  # inactive columns hold inf
+                loss, cols = pairs[r], np.arange(n)
+            else:
+                loss, cols = added(r, act), act
+                loss[np.arange(r.size), np.searchsorted(act, r)] = np.inf  # not with itself
+            width = span(r, cols)
+            j = nearest(loss, width)
+            at = np.arange(r.size)
+            partner[r], best[r], best_span[r] = cols[j], loss[at, j], width[at, j]
 
     find_partners(np.arange(n), np.arange(n))
     finished: list[np.ndarray] = []
     n_active = n
     reporter = _Progress(progress, "pando bottom-up merges", "merge", 10 * _LOG_EVERY)
     while n_active > 1:
-        i = int(np.argmin(best))
+        i = int(np.argmin(np.where(best == best.min(), best_span, np.inf)))
         a, b = sorted((i, int(partner[i])))
-        packed[a] |= packed[b]
         size[a] += size[b]
-        cost[a] = size[a] * pk.weight(packed[a][None, :])[0]
         members[a] += members[b]
+        lo[a], hi[a] = np.fmin(lo[a], lo[b]), np.fmax(hi[a], hi[b])
+        if merging.group_reads is None:
+            packed[a] |= packed[b]
+        else:  # the merged block's own cut bits may admit more queries than either part
+            packed[a] = merging.group_reads(np.array(members[a], dtype=np.int64))
+        cost[a] = size[a] * pk.weight(packed[a][None, :])[0]
         active[b], best[b] = False, np.inf
         n_active -= 1
         if size[a] >= block_rows:
@@ -878,18 +1032,22 @@ def _merge_small(sizes: np.ndarray, packed: np.ndarray, pk: PackedUnions, block_
             stale[pos] = False
             loss = added(np.array([a]), act)[0]
             loss[pos] = np.inf
+            width = span(np.array([a]), act)[0]
             if pairs is not None:
                 pairs[a, act] = pairs[act, a] = loss
-            j = int(np.argmin(loss))
-            partner[a], best[a] = act[j], loss[j]
-            # ties go to the lower index, as in find_partners
-            closer = ~stale & ((loss < best[act]) | ((loss == best[act]) & (a < partner[act])))
+            j = int(nearest(loss[None, :], width[None, :])[0])
+            partner[a], best[a], best_span[a] = act[j], loss[j], width[j]
+            # the same order as nearest: cost, span, then the lower index
+            closer = ~stale & ((loss < best[act])
+                               | ((loss == best[act]) & ((width < best_span[act])
+                                                         | ((width == best_span[act]) & (a < partner[act])))))
             closer[pos] = False
-            partner[act[closer]], best[act[closer]] = a, loss[closer]
+            partner[act[closer]], best[act[closer]], best_span[act[closer]] = a, loss[closer], width[closer]
         if stale.any():
             find_partners(act[stale], act)
         reporter.step(f"{n_active} blocks unfinished")
-    reporter.done(f"{len(finished)} blocks finished")
+    if not quiet:
+        reporter.done(f"{len(finished)} blocks finished")
     if n_active == 1:
         return finished, np.array(sorted(members[int(np.flatnonzero(active)[0])]), dtype=np.int64)
     return finished, None
@@ -1041,23 +1199,15 @@ def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[No
     cell cut into several blocks are counted as if each block held all its
     vectors (the sort column decides, unknown here): an estimate from above.
     `trees` are those `blocks` was made from."""
-    tuple_of_vector, tuples = k_tuples(trees, vc)
-    if not np.array_equal(tuples, blocks.tuples):
+    cells = cells_of_sample(trees, vc)
+    if not np.array_equal(cells.tuples, blocks.tuples):
         raise ValueError("the blocks were not made from these trees")
-    held = tuple_of_vector >= 0
-    n_cells, m = tuples.shape[0], vc.m
-    cell_any = np.zeros((n_cells, m), dtype=bool)
-    cell_all = np.ones((n_cells, m), dtype=bool)
-    np.logical_or.at(cell_any, tuple_of_vector[held], vc.vectors[held])
-    np.logical_and.at(cell_all, tuple_of_vector[held], vc.vectors[held])
     tuple_idx, block = blocks.tuple_block_pairs()
-    block_any = np.zeros((blocks.n_blocks, m), dtype=bool)
-    block_all = np.ones((blocks.n_blocks, m), dtype=bool)
-    np.logical_or.at(block_any, block, cell_any[tuple_idx])
-    np.logical_and.at(block_all, block, cell_all[tuple_idx])
-    imp, dis = workload.implies.astype(np.int64), workload.disjoint.astype(np.int64)
-    cut_skip = (imp @ (~block_any).T.astype(np.int64) > 0) | (dis @ block_all.T.astype(np.int64) > 0)
-    reads = block_reads(trees, workload, blocks) & ~cut_skip
+    block_any = np.zeros((blocks.n_blocks, vc.m), dtype=bool)
+    block_all = np.ones((blocks.n_blocks, vc.m), dtype=bool)
+    np.logical_or.at(block_any, block, cells.any_cut[tuple_idx])
+    np.logical_and.at(block_all, block, cells.all_cut[tuple_idx])
+    reads = block_reads(trees, workload, blocks) & ~cut_skipped(workload, block_any, block_all).T
     return reads.astype(np.int64) @ blocks.block_rows
 
 

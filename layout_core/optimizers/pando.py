@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 
 import numpy as np
 
 from layout_core.algorithms.pando import (
-    FIRST_TREES, admitted, admitted_tuples, cell_block_pairs, choose_k, fallback_blocks, grow_layout, mto_tree,
-    place_cells, reads_per_block, rows_read_share,
+    FIRST_TREES, Cells, admitted, admitted_tuples, cell_block_pairs, choose_k, fallback_blocks, grow_layout,
+    merge_cells, mto_tree, place_cells, reads_per_block, rows_read_share, truncate,
 )
 from layout_core.algorithms.qdtree import leaves, tree_to_json
-from layout_core.algorithms.types import VectorCounts
+from layout_core.algorithms.types import VectorCounts, Workload
 from layout_core.optimizers.base import (
     BLOCK_ROWS, EXCLUDE_COLUMNS, LEAF_ORDER, MAX_CUTS, SAMPLE_ROWS, SORT_COLUMN, PlanError, Setting,
     show_progress, sort_columns,
 )
-from layout_core.optimizers.plan import TupleBlocks, as_tuples, new_plan
+from layout_core.optimizers.plan import LayoutPlan, TupleBlocks, as_tuples, new_plan, packed_bits
 from layout_core.optimizers.qdtree import TreeOptimizer
 
 log = logging.getLogger("layout.pando")
@@ -121,13 +122,58 @@ def tuple_bound(rows: int, block_rows: int, per_block: int, cap: int) -> int:
 def tuple_blocks(layout, order: tuple[str, ...], workload) -> TupleBlocks:
     grown, blocks, truncated = layout
     n_leaves_0 = sum(1 for _ in leaves(grown.trees[0]))
-    leaf_reads = tuple(tuple(np.packbits(adm[:, leaf]).tobytes().hex() for leaf in range(adm.shape[1]))
+    leaf_reads = tuple(tuple(packed_bits(adm[:, leaf]) for leaf in range(adm.shape[1]))
                        for adm in admitted(grown.trees, workload))
     return TupleBlocks(tuple(as_tuples(tree_to_json(r)) for r in grown.trees), as_tuples(blocks.tuples.tolist()),
                        tuple(blocks.tuple_first_block.tolist()), tuple(blocks.tuple_n_blocks.tolist()),
                        tuple(fallback_blocks(blocks, n_leaves_0).tolist()), order,
                        tuple(as_tuples(tree_to_json(r)) for r in truncated.trees), leaf_reads,
-                       tuple(float(x) for x in workload.weights))
+                       tuple(float(x) for x in workload.weights),
+                       tuple(packed_bits(row) for row in workload.implies),
+                       tuple(packed_bits(row) for row in workload.disjoint))
+
+
+EVERY_ROW = "every row"  # choices["cells_counted"] of a plan whose cells were merged on the whole partition
+
+
+def merges_on_every_row(plan: LayoutPlan) -> bool:
+    """A Pando plan made on a sample, with what `exact_plan` needs (its
+    training queries' cut relations; earlier versions' plans lack them)."""
+    rule = plan.assignment
+    return (isinstance(rule, TupleBlocks) and plan.choices.get("cells_counted") != EVERY_ROW
+            and rule.query_cuts(plan.n_cuts) is not None)
+
+
+def exact_plan(plan: LayoutPlan, cells: Cells) -> LayoutPlan:
+    """Pando §6.2 again on `cells` counted on every row of the partition (the
+    Spark side, `spark.cells`): the plan's trees and training queries, the
+    exact rows of every k-tuple (none is unseen) with the cut bits and sort
+    column span of its rows, so that merges are scored as the router will
+    read the blocks and ties go to the narrowest blocks. The sample's
+    blocks are replaced; so are the truncated trees and the fallback blocks
+    that depend on them. A plan without its training queries' cut relations
+    (an earlier version's) is returned unchanged."""
+    if not merges_on_every_row(plan):
+        return plan
+    rule = plan.assignment
+    workload = Workload(*rule.query_cuts(plan.n_cuts), np.array(rule.query_weights, dtype=np.float64))
+    trees = rule.roots()
+    blocks = merge_cells(cells, rule.admissions(), workload, int(plan.settings["block_rows"]),
+                         progress=show_progress(), within_first_tree=plan.settings.get("first_tree") == "mto")
+    truncated = truncate(trees, blocks)
+    n_leaves_0 = sum(1 for _ in leaves(trees[0]))
+    exact = replace(rule, cells=as_tuples(blocks.tuples.tolist()),
+                    cell_first_block=tuple(blocks.tuple_first_block.tolist()),
+                    cell_n_blocks=tuple(blocks.tuple_n_blocks.tolist()),
+                    fallback_block=tuple(fallback_blocks(blocks, n_leaves_0).tolist()),
+                    routing_trees=tuple(as_tuples(tree_to_json(r)) for r in truncated.trees))
+    choices = {**plan.choices, "cells_counted": EVERY_ROW, "k_tuples": int(blocks.tuples.shape[0]),
+               "blocks_on_the_sample": plan.n_blocks}
+    log.info("pando %s: cells merged again on all %d rows: %d k-tuples (%d on the sample), %d blocks (%d on "
+             "the sample)", plan.table, int(cells.rows.sum()), blocks.tuples.shape[0], len(rule.cells),
+             blocks.n_blocks, plan.n_blocks)
+    return replace(plan, assignment=exact, expected_block_rows=tuple(float(r) for r in blocks.block_rows),
+                   rows=int(cells.rows.sum()), choices=choices)
 
 
 def place_unseen_cells(rule: TupleBlocks, expected_block_rows, tuples, rows) -> np.ndarray:

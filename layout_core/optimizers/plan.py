@@ -120,7 +120,9 @@ class TupleBlocks:
     without them (plans of earlier versions), to fallback_block[its leaf of
     tree 0]. `routing_trees` are the truncated trees (§6.2) the catalog keeps
     for the router; the untruncated ones and the cell map are what inserts
-    need (§6.4)."""
+    need (§6.4). `query_implies` / `query_disjoint` (per training query, hex
+    of its packed bits over the cuts) let the Spark side merge the cells
+    again on every row of the partition (`optimizers.pando.exact_plan`)."""
 
     trees: tuple
     cells: tuple[tuple[int, ...], ...]
@@ -131,6 +133,8 @@ class TupleBlocks:
     routing_trees: tuple
     leaf_reads: tuple[tuple[str, ...], ...] = ()
     query_weights: tuple[float, ...] = ()
+    query_implies: tuple[str, ...] = ()
+    query_disjoint: tuple[str, ...] = ()
 
     @property
     def k(self) -> int:
@@ -145,8 +149,23 @@ class TupleBlocks:
     def admissions(self) -> tuple[np.ndarray, ...]:
         """Per tree, (Q, leaves) bool: `leaf_reads` unpacked (`algorithms.pando.admitted`)."""
         q = len(self.query_weights)
-        return tuple(np.stack([np.unpackbits(np.frombuffer(bytes.fromhex(h), np.uint8), count=q).astype(bool)
-                               for h in tree], axis=1) for tree in self.leaf_reads)
+        return tuple(np.stack([unpacked_bits(h, q) for h in tree], axis=1) for tree in self.leaf_reads)
+
+    def query_cuts(self, n_cuts: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """(implies, disjoint), each (Q, n_cuts) bool, or None for a plan without them."""
+        if not self.query_weights or len(self.query_implies) != len(self.query_weights):
+            return None
+        return tuple(np.stack([unpacked_bits(h, n_cuts) for h in rows]).reshape(-1, n_cuts)
+                     for rows in (self.query_implies, self.query_disjoint))
+
+
+def packed_bits(bits) -> str:
+    """A bool vector as the hex of its packed bits (`unpacked_bits` reads it)."""
+    return np.packbits(np.asarray(bits, dtype=bool)).tobytes().hex()
+
+
+def unpacked_bits(text: str, n: int) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(bytes.fromhex(text), np.uint8), count=n).astype(bool)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import logging
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from layout_core.optimizers.pando import place_unseen_cells
+from layout_core.optimizers.pando import EVERY_ROW, place_unseen_cells
 from layout_core.optimizers.plan import (
     ClusterBlocks, CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks, TupleBlocks,
 )
@@ -59,7 +59,8 @@ def with_plan_blocks(df: DataFrame, plan: LayoutPlan) -> DataFrame:
     if isinstance(rule, TreeBlocks):
         return _tree_blocks(df, rule, order)
     if isinstance(rule, TupleBlocks):
-        return _tuple_blocks(df, rule, plan.expected_block_rows, order)
+        return _tuple_blocks(df, rule, plan.expected_block_rows, order,
+                             every_row=plan.choices.get("cells_counted") == EVERY_ROW)
     if isinstance(rule, PieceBlocks):
         return with_pieces(df, list(rule.pieces), f"{VECTOR_COLUMN} string", order)
     raise TypeError(f"no Spark rule for {type(rule).__name__}")
@@ -97,18 +98,20 @@ def _tree_blocks(df: DataFrame, rule: TreeBlocks, order: list[Column]) -> DataFr
     return group_ranges(df.withColumn("_group", leaf_column(rule.root())), groups, rule.sort_columns, order)
 
 
-def _tuple_blocks(df: DataFrame, rule: TupleBlocks, expected_block_rows, order: list[Column]) -> DataFrame:
+def _tuple_blocks(df: DataFrame, rule: TupleBlocks, expected_block_rows, order: list[Column],
+                  every_row: bool = False) -> DataFrame:
     """Every row's leaf in each of the k trees is its cell; cell c is cut into
-    cell_n_blocks[c] ranges of the sort columns. The k-tuples of the data that
-    are no cell (the plan saw a sample) are counted first (one aggregation over
-    the leaf columns) and each goes whole to the block `place_unseen_cells`
-    picks for it."""
+    cell_n_blocks[c] ranges of the sort columns. For a plan whose cells were
+    counted on a sample, the k-tuples of the data that are no cell are
+    counted first (one aggregation over the leaf columns) and each goes
+    whole to the block `place_unseen_cells` picks for it; a plan merged on
+    `every_row` (`spark.cells`) has them all."""
     spark = df.sparkSession
     leaf_names = [f"_leaf{t}" for t in range(rule.k)]
     leafed = df.withColumns({name: leaf_column(root) for name, root in zip(leaf_names, rule.roots())})
     known = set(rule.cells)
-    counted = [(tuple(int(r[n]) for n in leaf_names), int(r["count"]))
-               for r in leafed.groupBy(*leaf_names).count().collect()]
+    counted = [] if every_row else [(tuple(int(r[n]) for n in leaf_names), int(r["count"]))
+                                    for r in leafed.groupBy(*leaf_names).count().collect()]
     unseen = sorted((cell, n) for cell, n in counted if cell not in known)
     placed = place_unseen_cells(rule, expected_block_rows, [c for c, _ in unseen], [n for _, n in unseen]).tolist()
     if unseen:

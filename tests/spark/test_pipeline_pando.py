@@ -86,6 +86,20 @@ def test_three_trees_are_kept_in_the_catalog_with_the_lineage_of_every_row(spark
             assert leaf_of(nodes, tree, row["_vec"]) in lineage[row["block_id"]][tree]
 
 
+def test_the_cells_are_merged_again_on_every_row_before_the_blocks_are_written(world):
+    # write_blocks replaced the sample's plan: every k-tuple counted, every block's rows known
+    plan = world["plans"]["pando-3"]
+    assert plan.choices["cells_counted"] == "every row"
+    assert plan.choices["k_tuples"] == len(plan.assignment.cells)
+    blocks = world["catalog"].active_layout("lineitem", "1995").blocks
+    written = [b.row_count for b in sorted(blocks, key=lambda b: b.block_id)]
+    assert len(written) == plan.n_blocks and sum(written) == sum(plan.expected_block_rows) == plan.rows
+    assert min(written) >= BLOCK_ROWS
+    # a cell cut into n blocks spreads its remainder rows in another order than the plan counts them
+    assert max(abs(w - e) for w, e in zip(written, plan.expected_block_rows)) <= 1
+    assert world["metrics"]["write_blocks"]["blocks"] == plan.n_blocks
+
+
 def _blocks_frame(spark, layout):
     from pathlib import Path
 

@@ -3,8 +3,8 @@ plan, assign blocks, all in one Spark session and in memory.
 
 The benchmarks lay tables out through this, and it calls exactly the
 functions the steps call (`optimizers.plan_layout`, `spark.featurize`,
-`spark.assign`), so their figures describe what the nightly DAG produces
-(tests/spark/test_one_plan.py checks the block of every row is the same).
+`spark.cells`, `spark.assign`), so their figures describe what the nightly
+DAG produces (tests/spark/test_one_plan.py checks the block of every row is the same).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from layout_core.base.schema import TableSchema
 from layout_core.optimizers import CandidateCut, LayoutPlan, TableQueries, get_optimizer, plan_layout
 from layout_core.spark.assign import with_plan_blocks
+from layout_core.spark.cells import with_exact_cells
 from layout_core.spark.featurize import usable_cuts, vector_sample, with_vectors
 
 
@@ -51,6 +52,7 @@ def lay_out_in_memory(table: TableSchema, rows, frames: Mapping[str, Any], optim
 
     started = time.monotonic()
     plan = plan_layout(chosen, table, sample, cuts, workload, resolved)
+    plan = with_exact_cells(flagged, plan, table)  # Pando's cells merged again on every row
     seconds["optimize"] = time.monotonic() - started
 
     started = time.monotonic()

@@ -13,7 +13,8 @@ leaves the previous layout serving.
 The optimizer and its settings are given once, to featurize, and travel in
 `features.json`; `optimize` calls `optimizers.plan_layout`, the same function
 the benchmarks call, and `write_blocks` applies the plan with
-`spark.assign.with_plan_blocks`.
+`spark.assign.with_plan_blocks` (a Pando plan's cells merged again on every
+row first, `spark.cells`, and the plan file replaced by that plan).
 
 Every step returns a small dict of numbers (logged, and kept in
 `metrics.json` so reports and benchmarks can show time per step). `NIGHTLY`
@@ -56,6 +57,7 @@ from layout_core.runs.sources import active_sources, frames_of_versions, source_
 from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks, written_frame
 from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
 from layout_core.spark.assign import block_lineage, with_plan_blocks
+from layout_core.spark.cells import with_exact_cells
 from layout_core.spark.blocks import summarize_blocks, with_bit_vector, write_block_folders
 from layout_core.spark.featurize import path_tables, usable_cuts, vector_sample, with_vectors
 from layout_core.spark.induced import literal_keys_of, with_layout_cut_flags
@@ -273,6 +275,11 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         plan.check_table(table)
     except PlanError as e:
         raise StepError(str(e)) from None
+    df = spark.read.parquet(str(paths.file("featurized")))
+    exact = with_exact_cells(df, plan, table)  # Pando's cells merged again on every row
+    if exact is not plan:  # a retry reads this plan and counts nothing again
+        write_json(paths.file(PLAN_FILE), exact.to_json())
+        plan = exact
     try:
         version, ids = catalog.begin_version(table.name, paths.partition, plan.optimizer, dict(plan.settings),
                                              paths.run_id, plan.n_blocks)
@@ -285,7 +292,6 @@ def write_blocks(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
     for stale in (VerifiedBlocks.FILE, WrittenBlocks.FILE):  # an earlier attempt's: never trust them now
         paths.file(stale).unlink(missing_ok=True)
     ingested = read_step_artifact(paths, IngestSummary, "write_blocks")  # what the blocks must hold
-    df = spark.read.parquet(str(paths.file("featurized")))
     written = {}
     if plan.n_blocks:
         blocked = with_plan_blocks(df, plan).withColumn(BLOCK_ID_COLUMN, F.col(BLOCK_INDEX_COLUMN) + F.lit(ids.start))

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import layout_core.algorithms.pando as pando
 from layout_core.algorithms.pando import (
+    Cells,
     PandoBlocks,
     TupleBoundError,
     admitted,
@@ -25,6 +26,7 @@ from layout_core.algorithms.pando import (
     grow_within_bound,
     k_tuples,
     leaf_block_sets,
+    merge_cells,
     rows_read,
     top_down,
     truncate,
@@ -125,8 +127,21 @@ def reference_bottom_up(vc: VectorCounts, wl: Workload, trees, b: int):
     cells = sorted(cell_rows)
     rows = [cell_rows[cell] for cell in cells]
     paths = [{leaf_id: path for leaf_id, (path, _) in enumerate(leaf_paths(root))} for root in trees]
-    reads = [frozenset(q for q in range(wl.n_queries)
-                       if all(path_admits(paths[i][cell[i]], wl, q) for i in range(k))) for cell in cells]
+    admitted_by = [frozenset(q for q in range(wl.n_queries)
+                             if all(path_admits(paths[i][cell[i]], wl, q) for i in range(k))) for cell in cells]
+    vectors_of = [[vc.vectors[v] for v in range(vc.n) if vc.counts[v] > 0
+                   and tuple(leaf.leaf_id for leaf in routes[v]) == cell] for cell in cells]
+
+    def group_reads(members):
+        # the router: some cell every tree admits, and no cut bit of the rows lets q skip
+        bits = [vec for i in members for vec in vectors_of[i]]
+        some = [any(vec[j] for vec in bits) for j in range(vc.m)]
+        every = [all(vec[j] for vec in bits) for j in range(vc.m)]
+        return frozenset(q for q in frozenset().union(*(admitted_by[i] for i in members))
+                         if not any((wl.implies[q, j] and not some[j]) or (wl.disjoint[q, j] and every[j])
+                                    for j in range(vc.m)))
+
+    reads = [group_reads([i]) for i in range(len(cells))]
 
     def wsum(qs):
         return sum(w[q] for q in qs)
@@ -147,7 +162,7 @@ def reference_bottom_up(vc: VectorCounts, wl: Workload, trees, b: int):
                 best = (added, a, bb)
         _, a, bb = best
         members = groups[a][0] + groups.pop(bb)[0]
-        merged = (members, sum(rows[i] for i in members), frozenset().union(*(reads[i] for i in members)))
+        merged = (members, sum(rows[i] for i in members), group_reads(members))
         if merged[1] >= b:
             del groups[a]
             blocks.append([(min(members), 0), merged[1], merged[2], -1, -1, sorted(members)])
@@ -351,6 +366,63 @@ def test_merge_ties_go_to_the_lowest_pair():
     _, first, _, _, block_rows = reference_bottom_up(vc, wl, (tree,), 8)
     assert blocks.tuple_first_block.tolist() == first == [0, 0, 1, 0, 1, 1, 0, 0, 1]
     assert blocks.block_rows.tolist() == block_rows == [14, 15]
+
+
+def test_merges_see_the_cut_bits_the_router_keeps():
+    # One tree cuts on cuts 0 and 2; cut 1 is on no path. Cells (leaves, bit-1
+    # side first): 0 = 111, 1 = 100, 2 = 001, 3 = 010, 10 rows each. q0 implies
+    # cut 1: every leaf admits it, but only cells 0 and 3 hold rows with cut 1
+    # set, so the router's cut bits skip a block of cells 1 and 2 for q0.
+    # Merge costs: 0+3 and 1+2 add nothing, any other pair 20 - 10 = 10; the
+    # tie goes to the lowest pair, 0+3, then 1+2. q0 reads one block of 20
+    # rows (by the trees alone every pair costs 0: {0, 1} and {2, 3}, 40 rows).
+    tree = S(0, S(2, L(0, [0], 10), L(1, [1], 10)), S(2, L(2, [2], 10), L(3, [3], 10)))
+    vc = vcounts([[1, 1, 1], [1, 0, 0], [0, 0, 1], [0, 1, 0]], [10, 10, 10, 10])
+    wl = workload(3, n_queries=1, implies=[(0, 1)])
+    blocks = bottom_up_blocks(vc, wl, (tree,), 20)
+    assert blocks.tuples.tolist() == [[0], [1], [2], [3]]
+    assert blocks.tuple_first_block.tolist() == [0, 1, 1, 0]
+    assert blocks.block_rows.tolist() == [20, 20]
+    assert pando.estimated_rows_read(vc, wl, (tree,), blocks).tolist() == [20]
+    blind = merge_cells(Cells([[0], [1], [2], [3]], [10] * 4), admitted((tree,), wl), wl, 20)
+    assert blind.tuple_first_block.tolist() == [0, 0, 1, 1]
+
+
+def test_a_merged_block_is_read_when_its_rows_together_meet_the_query():
+    # q0 implies cuts 1 and 2 (a conjunction); the tree cuts on 0, 3 and 4, so
+    # it admits every leaf. Cells (leaf order): A = 11010 (11 rows, cut 1
+    # only), B = 10100 (10, cut 2 only), C = 00010 (10), E = 01101 (5, both:
+    # read), D = 00000 (15). Block rows 25. Every pair without E costs 0:
+    # A+B first (lowest pair), 21 rows. Together A's and B's rows set cuts 1
+    # and 2, so q0 reads {A, B}: now AB+E adds 26 - 21 - 5 = 0 and C+D 0, the
+    # rest more; AB+E (lower pair) is finished with 26 rows, then C+D with 25.
+    # Taking {A, B} as unread (the union of its parts' reads) would have
+    # merged AB+C and left one block of 51 rows that q0 reads.
+    tree = S(0, S(3, L(0, [0], 11), L(1, [1], 10)), S(3, L(2, [2], 10), S(4, L(3, [3], 5), L(4, [4], 15))))
+    vc = vcounts([[1, 1, 0, 1, 0], [1, 0, 1, 0, 0], [0, 0, 0, 1, 0], [0, 1, 1, 0, 1], [0, 0, 0, 0, 0]],
+                 [11, 10, 10, 5, 15])
+    wl = workload(5, n_queries=1, implies=[(0, 1), (0, 2)])
+    blocks = bottom_up_blocks(vc, wl, (tree,), 25)
+    assert blocks.tuple_first_block.tolist() == [0, 0, 1, 0, 1]
+    assert blocks.block_rows.tolist() == [26, 25]
+    assert pando.estimated_rows_read(vc, wl, (tree,), blocks).tolist() == [26]
+
+
+def test_merges_of_equal_cost_go_to_the_narrowest_span():
+    # Nobody reads anything: every merge costs 0. By index: {0, 1} and {2, 3};
+    # with the sort column's spans [0, 1], [10, 11], [1, 2], [11, 12] the
+    # narrowest merges are 0+2 and 1+3 (width 2 each, lowest pair first).
+    wl = workload(1, n_queries=1)
+    adm = (np.ones((1, 4), bool),)
+    plain = merge_cells(Cells([[0], [1], [2], [3]], [10] * 4), adm, wl, 20)
+    assert plain.tuple_first_block.tolist() == [0, 0, 1, 1]
+    spans = [[0, 1], [10, 11], [1, 2], [11, 12]]
+    near = merge_cells(Cells([[0], [1], [2], [3]], [10] * 4, span=spans), adm, wl, 20)
+    assert near.tuple_first_block.tolist() == [0, 1, 0, 1]
+    # A cell without values (NaN) spans nothing: it joins the one it is tied with first.
+    spans = [[0, 1], [np.nan, np.nan], [5, 9], [1, 2]]
+    near = merge_cells(Cells([[0], [1], [2], [3]], [10] * 4, span=spans), adm, wl, 20)
+    assert near.tuple_first_block.tolist() == [0, 0, 1, 1]  # 0+1 spans 1 (as 0+3), lowest pair
 
 
 def test_the_leftover_renumbers_the_merged_block_it_joins():
@@ -592,6 +664,15 @@ def test_top_down_is_the_exhaustive_greedy(inst, k, threshold, data):
 def test_bottom_up_blocks(inst, k, threshold, block_rows):
     vc, wl = inst
     check_bottom_up(vc, wl, top_down(vc, wl, k, threshold), block_rows)
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances(max_n=12, max_m=4, max_q=4), st.integers(1, 3), st.integers(1, 15), st.integers(1, 40), st.data())
+def test_bottom_up_blocks_with_cuts_off_the_trees(inst, k, threshold, block_rows, data):
+    # Trees grown on some cuts only: the others decide reads through the cells' cut bits.
+    vc, wl = inst
+    allowed = np.array(data.draw(st.lists(st.booleans(), min_size=vc.m, max_size=vc.m)), bool)
+    check_bottom_up(vc, wl, top_down(vc, wl, k, threshold, allowed), block_rows)
 
 
 @settings(max_examples=100, deadline=None)

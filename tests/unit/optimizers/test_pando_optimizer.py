@@ -365,3 +365,34 @@ def test_a_new_k_tuple_of_the_fig_2_plan_joins_the_block_of_the_outliers():
     # a plan written before the leaves' queries were kept: the fallback block of the tree-0 leaf
     old = replace(plan.assignment, leaf_reads=(), query_weights=())
     assert place_unseen_cells(old, plan.expected_block_rows, [(1, 0), (0, 1)], [5, 5]).tolist() == [5, 0]
+
+
+def test_the_cells_are_merged_again_on_the_rows_of_the_whole_partition():
+    from dataclasses import replace
+
+    from layout_core.algorithms.pando import Cells
+    from layout_core.optimizers.pando import exact_plan
+
+    # Fig. 2's plan (test above), then the partition's own counts: cell (0,1)
+    # ("10") has 12 rows, a block of its own; (1,0) ("01") has 3 and is left
+    # over. With the cells' cut bits q0 (x < 40) reads the cells with bit 0 set,
+    # q1 those without, q2 / q3 the same on bit 1: (0,0) {q0, q2}, (0,1) {q0, q3},
+    # (1,0) {q1, q2}, (1,1) {q1, q3}. The leftover's 3 rows joining a piece of R
+    # rows of (0,0) or (1,1) add (R + 3)·3 - 2R - 6 = R + 3 (14 for the 11-row
+    # pieces), joining (0,1) adds 15·4 - 24 - 6 = 30: it joins the first 11-row
+    # piece (fewest rows, then the lowest key), block 1.
+    plan = _plan("pando", trees=2)
+    cells = Cells([[0, 0], [0, 1], [1, 0], [1, 1]], [45, 12, 3, 45],
+                  any_cut=[[1, 1], [1, 0], [0, 1], [0, 0]], all_cut=[[1, 1], [1, 0], [0, 1], [0, 0]])
+    exact = exact_plan(plan, cells)
+    rule = exact.assignment
+    assert rule.cells == ((0, 0), (0, 1), (1, 0), (1, 1))
+    assert rule.cell_first_block == (0, 4, 1, 5) and rule.cell_n_blocks == (4, 1, 1, 4)
+    assert exact.expected_block_rows == (12, 14, 11, 11, 12, 12, 11, 11, 11) and exact.rows == 105
+    assert exact.choices["cells_counted"] == "every row" and exact.choices["blocks_on_the_sample"] == 9
+    assert rule.trees == plan.assignment.trees and rule.leaf_reads == plan.assignment.leaf_reads
+    assert exact_plan(exact, cells) is exact  # merged once: a retry counts nothing again
+    # a plan of an earlier version, without its queries' cut relations, is kept as it is
+    older = replace(plan, assignment=replace(plan.assignment, query_implies=(), query_disjoint=()))
+    assert exact_plan(older, cells) is older
+    assert LayoutPlan.from_json(exact.to_json()) == exact
