@@ -13,7 +13,7 @@ import logging
 import time
 
 import numpy as np
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from layout_core.algorithms.pando import Cells
@@ -22,7 +22,7 @@ from layout_core.base.schema import TableSchema
 from layout_core.optimizers.pando import exact_plan, merges_on_every_row
 from layout_core.optimizers.plan import LayoutPlan
 from layout_core.spark.assign import leaf_column
-from layout_core.spark.blocks import WORD_BITS, cut_words, order_code
+from layout_core.spark.blocks import WORD_BITS, order_code
 
 log = logging.getLogger("layout.cells")
 
@@ -33,8 +33,7 @@ def cell_statistics(df: DataFrame, roots, n_cuts: int, value_column: str | None 
     trees `roots`: rows, cut bits and the span of `value_column` (its
     `order_code` for `kind`), in lexicographic order of the tuples."""
     names = [f"_leaf{t}" for t in range(len(roots))]
-    bits = [F.substring(F.col(VECTOR_COLUMN), j + 1, 1) == F.lit("1") for j in range(n_cuts)]
-    words = cut_words(n_cuts, bits)
+    words = vector_words(n_cuts)
     aggregates = [F.count(F.lit(1)).alias("_rows")]
     for w, word in enumerate(words):
         aggregates += [F.bit_or(word).alias(f"_any{w}"), F.bit_and(word).alias(f"_all{w}")]
@@ -57,6 +56,16 @@ def cell_statistics(df: DataFrame, roots, n_cuts: int, value_column: str | None 
         span = np.array([[np.nan if r["_lo"] is None else r["_lo"], np.nan if r["_hi"] is None else r["_hi"]]
                          for r in rows], dtype=np.float64).reshape(-1, 2)
     return Cells(tuples, np.array([int(r["_rows"]) for r in rows], dtype=np.int64), any_cut, all_cut, span)
+
+
+def vector_words(n_cuts: int) -> list[Column]:
+    """The bit string `_vec` as longs of WORD_BITS cuts each (bit j of word w:
+    cut WORD_BITS·w + j), as `spark.blocks.cut_words` packs the cut flags:
+    each piece of the string reversed and read in base 2, one expression
+    per word instead of one per cut (lineitem at SF 0.1 with 165 cuts: 17.6 s
+    to count its cells with one per cut)."""
+    return [F.conv(F.reverse(F.substring(F.col(VECTOR_COLUMN), start + 1, WORD_BITS)), 2, 10).cast("long")
+            for start in range(0, n_cuts, WORD_BITS)]
 
 
 def with_exact_cells(df: DataFrame, plan: LayoutPlan, table: TableSchema) -> LayoutPlan:
