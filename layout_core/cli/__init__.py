@@ -81,6 +81,19 @@ def _tpcds_templates(text: str | None) -> list[int] | None:
     return _template_numbers(text, tpcds.TEMPLATE_NUMBERS, "TPC-DS")
 
 
+def _outlier_shares(text: str) -> list[float]:
+    """--outliers of `bench trips`: one share, or several (a sweep), comma-separated."""
+    try:
+        shares = [float(part) for part in text.split(",") if part.strip()]
+        for share in shares:
+            check_trips_settings(1, share)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e) if "share" in str(e) else f"not a number: {text!r}") from None
+    if not shares:
+        raise argparse.ArgumentTypeError("give at least one outlier share")
+    return shares
+
+
 def _block_rows(text: str) -> int:
     try:
         return check_block_rows(text, "--block-rows")
@@ -552,15 +565,17 @@ def _b1_report(args, result: dict, format_result) -> int:
 def cmd_bench_trips(args) -> int:
     # heavy (Spark, a benchmark): loaded by the command that runs it, so `layout --help` stays fast
     from layout_core.bench.tpch import format_result
-    from layout_core.bench.trips import run
+    from layout_core.bench.trips import format_sweep, run, sweep
 
     try:
-        check_trips_settings(args.rows, args.outliers)
+        check_trips_settings(args.rows, args.outliers[0])
     except ValueError as e:
         raise UserError(str(e)) from None
-    result = run(rows=args.rows, outliers=args.outliers, block_rows=args.block_rows, per_template=args.per_template,
-                 seed=args.seed, work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips)
-    return _b1_report(args, result, format_result)
+    common = dict(rows=args.rows, block_rows=args.block_rows, per_template=args.per_template, seed=args.seed,
+                  work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips)
+    if len(args.outliers) > 1:
+        return _b1_report(args, sweep(args.outliers, **common), format_sweep)
+    return _b1_report(args, run(outliers=args.outliers[0], **common), format_result)
 
 
 def cmd_bench_tpcds(args) -> int:
@@ -883,7 +898,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     btr = bench.add_parser("trips", help="B1's report on taxi trips: correlated columns, outliers (Pando's example)")
     btr.add_argument("--rows", type=int, default=6_000_000, help="trips (default 6000000)")
-    btr.add_argument("--outliers", type=float, default=0.01, help="share of outlier trips, in [0, 1) (default 0.01)")
+    btr.add_argument("--outliers", type=_outlier_shares, default=[0.01],
+                     help="share of outlier trips, in [0, 1) (default 0.01); several, comma-separated (e.g. "
+                          "0,0.01,0.03,0.1), run one after another and plot blocks read against the share")
     btr.add_argument("--seed", type=int, default=1, help="seed of the data and the queries (default 1)")
     add_b1_arguments(btr, ".layout/bench/trips")
     btr.set_defaults(func=cmd_bench_trips)
