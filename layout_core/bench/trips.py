@@ -88,8 +88,9 @@ def _sweep_chart(path: Path, points: list[dict], rows: int, block_rows: int) -> 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, key, what in ((axes[0], "blocks_read", "all test queries"),
                           (axes[1], "fare_distance_blocks", "fare and distance templates")):
-        for name in points[0][key]:
-            ax.plot(shares, [p[key][name] for p in points], marker="o", label=name)
+        for i, name in enumerate(points[0][key]):  # dashes and shrinking markers keep equal curves visible
+            ax.plot(shares, [p[key][name] for p in points], marker="o", markersize=8 - 1.5 * (i % 4),
+                    linestyle=("-", "--", "-.", ":")[i % 4], label=name)
         ax.set_xlabel("outlier trips (%)")
         ax.set_ylabel("blocks read")
         ax.set_title(what)
