@@ -1191,24 +1191,60 @@ def rows_read(
     return block_reads(trees, workload, blocks, leaf_maps, per_tree).astype(np.int64) @ blocks.block_rows
 
 
-def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[Node], blocks: PandoBlocks) -> np.ndarray:
+def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[Node], blocks: PandoBlocks,
+                        order: np.ndarray | None = None) -> np.ndarray:
     """(Q,) int64: the rows each query reads through the catalog's router: the
     blocks with a cell every tree admits (`block_reads`) that the per-block
     cut bits do not rule out (a query implies a cut no row of the block
-    satisfies, or is disjoint with one every row satisfies). The rows of a
-    cell cut into several blocks are counted as if each block held all its
-    vectors (the sort column decides, unknown here): an estimate from above.
-    `trees` are those `blocks` was made from."""
+    satisfies, or is disjoint with one every row satisfies). `trees` are
+    those `blocks` was made from.
+
+    A cell cut into several blocks is cut along the sort column. `order`
+    ((n,) int per vector, `sort_ranks`: how many of the sort column's range
+    cuts its rows lie above) places its vectors along it: block j of n gets
+    the vectors whose rows, in that order, overlap its j-th n-th of the
+    cell's rows (vectors of one rank all overlap the same blocks). Without
+    `order`, each block is counted as holding all the cell's vectors: an
+    estimate from above, which makes a tree with big leaves look worse than
+    it is."""
     cells = cells_of_sample(trees, vc)
     if not np.array_equal(cells.tuples, blocks.tuples):
         raise ValueError("the blocks were not made from these trees")
     tuple_idx, block = blocks.tuple_block_pairs()
     block_any = np.zeros((blocks.n_blocks, vc.m), dtype=bool)
     block_all = np.ones((blocks.n_blocks, vc.m), dtype=bool)
-    np.logical_or.at(block_any, block, cells.any_cut[tuple_idx])
-    np.logical_and.at(block_all, block, cells.all_cut[tuple_idx])
+    single = blocks.tuple_n_blocks[tuple_idx] == 1
+    if order is None:
+        single[:] = True
+    np.logical_or.at(block_any, block[single], cells.any_cut[tuple_idx[single]])
+    np.logical_and.at(block_all, block[single], cells.all_cut[tuple_idx[single]])
+    if order is not None:
+        _split_cells_by_order(vc, trees, blocks, np.asarray(order), block_any, block_all)
     reads = block_reads(trees, workload, blocks) & ~cut_skipped(workload, block_any, block_all).T
     return reads.astype(np.int64) @ blocks.block_rows
+
+
+def _split_cells_by_order(vc: VectorCounts, trees: Sequence[Node], blocks: PandoBlocks, order: np.ndarray,
+                          block_any: np.ndarray, block_all: np.ndarray) -> None:
+    """The bits of the blocks of every cell with n > 1 blocks, its vectors
+    placed along the sort column by `order` (see `estimated_rows_read`);
+    updates `block_any` / `block_all` in place."""
+    tuple_of_vector, _ = k_tuples(trees, vc)
+    for cell in np.flatnonzero(blocks.tuple_n_blocks > 1):
+        mine = np.flatnonzero((tuple_of_vector == cell) & (vc.counts > 0))
+        ranks = order[mine]
+        rank_values, rank_of = np.unique(ranks, return_inverse=True)
+        rows = np.bincount(rank_of, weights=vc.counts[mine], minlength=rank_values.size)
+        end = np.cumsum(rows)
+        start = end - rows  # rows of rank r lie in [start[r], end[r]) of the cell's order
+        n, total = int(blocks.tuple_n_blocks[cell]), end[-1]
+        edges = np.arange(n + 1) * total / n
+        first = int(blocks.tuple_first_block[cell])
+        for j in range(n):
+            overlap = (start < edges[j + 1]) & (end > edges[j])
+            vectors = mine[overlap[rank_of]]
+            block_any[first + j] |= vc.vectors[vectors].any(axis=0)
+            block_all[first + j] &= vc.vectors[vectors].all(axis=0)
 
 
 def fallback_blocks(blocks: PandoBlocks, n_leaves: int) -> np.ndarray:
@@ -1300,12 +1336,13 @@ def grow_layout(vc: VectorCounts, workload: Workload, k: int, block_rows: int, m
     return grown, blocks, truncate(grown.trees, blocks)
 
 
-def rows_read_share(vc, workload, trees, blocks) -> float:
-    """The estimated share of the table's rows a training query reads (weighted mean)."""
+def rows_read_share(vc, workload, trees, blocks, order: np.ndarray | None = None) -> float:
+    """The estimated share of the table's rows a training query reads (weighted
+    mean; `order`: see `estimated_rows_read`)."""
     total = float(vc.counts.sum())
     if total == 0 or workload.n_queries == 0:
         return 0.0
-    reads = estimated_rows_read(vc, workload, trees, blocks)
+    reads = estimated_rows_read(vc, workload, trees, blocks, order)
     return float(reads @ workload.weights / workload.weights.sum() / total)
 
 
@@ -1349,8 +1386,8 @@ def restricted(workload: Workload, allowed: np.ndarray) -> Workload:
 
 
 def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: int,
-             progress: bool = False, half_cuts: np.ndarray | None = None, first_tree: str = "grown"
-             ) -> tuple[int, list[list], str, tuple | None]:
+             progress: bool = False, half_cuts: np.ndarray | None = None, first_tree: str = "grown",
+             order: np.ndarray | None = None) -> tuple[int, list[list], str, tuple | None]:
     """Pando §6.3, "evaluate for increasing k until the performance flattens",
     on queries the layout was not fitted to: for k = 1..4, the layout fitted
     to one half of the training references (`held_out_halves`) is measured
@@ -1365,6 +1402,10 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
     `PlanWorkload.held_out_cuts`) keeps the other half's literals out of a
     fit and of the cut bits that measure it; without it every fit sees
     every cut, and the held-out estimates are optimistic.
+
+    `order` (`estimated_rows_read`) places the rows of a cell cut into
+    several blocks along the sort column, as the blocks will be; without it
+    a k whose cells span several blocks (k = 1 most) is judged from above.
 
     A k whose trees make more than `max_tuples` k-tuples with leaves of one
     block (`block_rows`, the largest threshold Pando's top-down assumes), on
@@ -1396,7 +1437,7 @@ def choose_k(vc: VectorCounts, workload: Workload, block_rows: int, max_tuples: 
                     if fit_on is workload:  # no halves: this is the layout to keep
                         grown_on_all[k] = layout
                     trees, blocks = layout[0].trees, layout[1]
-                shares.append(rows_read_share(vc, measure_on, trees, blocks))
+                shares.append(rows_read_share(vc, measure_on, trees, blocks, order))
         except TupleBoundError as error:
             log.info("pando trees=auto: %s; k = %d skipped", error, k)
             figures.append([k, None])

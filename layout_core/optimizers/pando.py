@@ -20,6 +20,7 @@ from layout_core.optimizers.base import (
 )
 from layout_core.optimizers.plan import LayoutPlan, TupleBlocks, as_tuples, new_plan, packed_bits
 from layout_core.optimizers.qdtree import TreeOptimizer
+from layout_core.predicates import Compare
 
 log = logging.getLogger("layout.pando")
 
@@ -76,6 +77,8 @@ class Pando(TreeOptimizer):
             return self.tree_plan(inputs, settings, {"trees": 1})
         vc = VectorCounts(sample.vectors(m), sample.counts, np.ones(m))
         workload = inputs.workload.matrices(m)
+        order_by = sort_columns(inputs.table, inputs.workload, settings["sort_column"], settings["leaf_order"])
+        ranks = sort_ranks(inputs.cuts, order_by[0] if order_by else "", vc.vectors)
         block_rows = max(1, math.ceil(settings["block_rows"] / sample.scale))  # in sampled rows
         bound = tuple_bound(sample.sampled_rows, block_rows, settings["tuples_per_block"], settings["max_tuples"])
         choices: dict = {}
@@ -85,7 +88,8 @@ class Pando(TreeOptimizer):
             half_cuts = np.array(inputs.workload.held_out_cuts, dtype=bool).reshape(-1, m)
             k, choices["trees_evaluated"], choices["trees_evaluated_on"], layout = choose_k(
                 vc, workload, block_rows, bound, progress=show_progress(),
-                half_cuts=half_cuts if half_cuts.shape[0] == 2 else None, first_tree=settings["first_tree"])
+                half_cuts=half_cuts if half_cuts.shape[0] == 2 else None, first_tree=settings["first_tree"],
+                order=ranks)
             log.info("pando %s: trees=auto chose k = %d (estimated share of rows read by %s, per k: %s)",
                      inputs.table.name, k, choices["trees_evaluated_on"],
                      ", ".join(f"{kk}: " + ("skipped (over the k-tuple bound with one-block leaves)"
@@ -97,7 +101,7 @@ class Pando(TreeOptimizer):
             tree0 = mto_tree(vc, workload, block_rows) if settings["first_tree"] == "mto" else None
             layout = grow_layout(vc, workload, k, block_rows, bound, progress=show_progress(), first_tree=tree0)
         grown, blocks, truncated = layout
-        share = rows_read_share(vc, workload, grown.trees, blocks)
+        share = rows_read_share(vc, workload, grown.trees, blocks, ranks)
         choices.update({"trees": k, "first_tree": settings["first_tree"], "k_tuple_bound": bound,
                         "threshold_sampled_rows": grown.threshold,
                         "threshold_blocks": round(grown.threshold / block_rows, 3), "k_tuples": grown.n_tuples,
@@ -108,9 +112,26 @@ class Pando(TreeOptimizer):
                         grown.threshold / block_rows, bound)
         log.info("pando %s: k = %d, threshold %d sampled rows, %d k-tuples, %d blocks, estimated share of "
                  "rows read %.4f", inputs.table.name, k, grown.threshold, grown.n_tuples, blocks.n_blocks, share)
-        rule = tuple_blocks(layout, sort_columns(inputs.table, inputs.workload, settings["sort_column"],
-                                                 settings["leaf_order"]), workload)
+        rule = tuple_blocks(layout, order_by, workload)
         return new_plan(self, inputs, settings, rule, (blocks.block_rows * sample.scale).tolist(), choices)
+
+
+RANGE_OPS = {"<": False, "<=": False, ">": True, ">=": True}  # the flag a row above the literal has
+
+
+def sort_ranks(cuts, column: str, vectors: np.ndarray) -> np.ndarray | None:
+    """(n,) int64: for each vector, how many range cuts on `column` (column <op>
+    literal) its rows lie above: rows of a lower rank come first in the
+    column's order (`algorithms.pando.estimated_rows_read`). None when no cut
+    is a range on the column."""
+    above = [(j, RANGE_OPS[c.predicate.op]) for j, c in enumerate(cuts)
+             if isinstance(c.predicate, Compare) and c.predicate.op in RANGE_OPS
+             and c.predicate.column.name == column]
+    if not above:
+        return None
+    idx = np.array([j for j, _ in above], dtype=np.int64)
+    flag = np.array([f for _, f in above], dtype=bool)
+    return (np.asarray(vectors, dtype=bool)[:, idx] == flag).sum(axis=1).astype(np.int64)
 
 
 def tuple_bound(rows: int, block_rows: int, per_block: int, cap: int) -> int:

@@ -408,6 +408,23 @@ def test_a_merged_block_is_read_when_its_rows_together_meet_the_query():
     assert pando.estimated_rows_read(vc, wl, (tree,), blocks).tolist() == [26]
 
 
+def test_the_estimate_cuts_a_big_cell_along_the_sort_column():
+    # One leaf of 40 rows, blocks of 20: two blocks, cut along the sort column x.
+    # Cut 0 is x < 10 (20 rows, rank 0: above no range cut), cut 1 y = 1 (the
+    # other 20 rows, x >= 10: rank 1). q0 implies cut 0. Placed by rank, block
+    # 0 holds the x < 10 rows and block 1 none of them: q0 reads 20 rows. Not
+    # placed, both blocks count as holding every vector: 40.
+    vc = vcounts([[1, 0], [0, 1]], [20, 20])
+    wl = workload(2, n_queries=1, implies=[(0, 0)])
+    trees = (L(0, [0, 1], 40),)
+    blocks = bottom_up_blocks(vc, wl, trees, 20)
+    assert blocks.tuple_n_blocks.tolist() == [2]
+    assert pando.estimated_rows_read(vc, wl, trees, blocks).tolist() == [40]
+    assert pando.estimated_rows_read(vc, wl, trees, blocks, order=np.array([0, 1])).tolist() == [20]
+    # one rank for both: they overlap both blocks
+    assert pando.estimated_rows_read(vc, wl, trees, blocks, order=np.array([0, 0])).tolist() == [40]
+
+
 def test_merges_of_equal_cost_go_to_the_narrowest_span():
     # Nobody reads anything: every merge costs 0. By index: {0, 1} and {2, 3};
     # with the sort column's spans [0, 1], [10, 11], [1, 2], [11, 12] the

@@ -231,12 +231,17 @@ def test_an_explicit_k_over_one_block_says_so(caplog):
 def test_trees_auto_keeps_one_tree_when_more_trees_fit_only_the_training_literals():
     # q0 x < 40 and q1 y < 40. Measured on themselves, k = 2 (the Fig. 2 plan,
     # 55 + 55 rows) beats mto (q0 50, q1 100 rows). Fitted to q0 alone, every
-    # k cuts only x < 50, and q1 reads all 100 rows (and the mirror image):
-    # no k generalizes better than one tree, so auto keeps mto's plan.
+    # k cuts only x < 50, and q1 reads all 100 rows. Fitted to q1 alone, every
+    # k cuts only y < 50; the blocks of a leaf are ranges of x, the sort column
+    # (rank 0: x < 50, rank 1: x >= 50). Leaf y < 50 (45 rows x < 50, then 5)
+    # has no block without x < 50 rows; leaf y >= 50 (5 rows x < 50, then 45)
+    # has four blocks with none, which q0 skips: it reads 60 rows. Every k:
+    # (1.0 + 0.6) / 2 = 0.8. No k generalizes better than one tree, so auto
+    # keeps mto's plan.
     workload = PlanWorkload(implies=((True, False), (False, True)), disjoint=((False, False), (False, False)),
                             range_columns=("x",))
     plan = plan_layout("pando", T, XY, CUTS, workload, {"block_rows": 10, "sample_rows": 0, "trees": "auto"})
-    assert plan.choices["trees_evaluated"] == [[1, 1.0], [2, 1.0], [3, 1.0], [4, 1.0]]
+    assert plan.choices["trees_evaluated"] == [[1, 0.8], [2, 0.8], [3, 0.8], [4, 0.8]]
     assert plan.choices["trees"] == 1 and isinstance(plan.assignment, TreeBlocks)
     assert plan.assignment == plan_layout("mto", T, XY, CUTS, workload,
                                           {"block_rows": 10, "sample_rows": 0}).assignment
@@ -396,3 +401,15 @@ def test_the_cells_are_merged_again_on_the_rows_of_the_whole_partition():
     older = replace(plan, assignment=replace(plan.assignment, query_implies=(), query_disjoint=()))
     assert exact_plan(older, cells) is older
     assert LayoutPlan.from_json(exact.to_json()) == exact
+
+
+def test_sort_ranks_count_the_range_cuts_a_row_lies_above():
+    from layout_core.optimizers.pando import sort_ranks
+
+    cuts = [CandidateCut(Compare(X, "<", 10)), CandidateCut(Compare(X, ">=", 20)), CandidateCut(Compare(Y, "<", 5)),
+            CandidateCut(Compare(X, "<=", 30))]
+    # x = 5: below all three x cuts -> rank 0; x = 15: above x < 10 -> 1;
+    # x = 25: above x < 10 and x >= 20 -> 2; x = 35: above all three -> 3 (cut 2 is on y)
+    vectors = np.array([[1, 0, 1, 1], [0, 0, 0, 1], [0, 1, 1, 1], [0, 1, 0, 0]], bool)
+    assert sort_ranks(cuts, "x", vectors).tolist() == [0, 1, 2, 3]
+    assert sort_ranks(cuts, "id", vectors) is None
