@@ -197,6 +197,8 @@ def _grow(vc: VectorCounts, workload: Workload, k: int, threshold: int, allowed_
     reporter = _Progress(progress, f"pando top_down (k={k})", "split", _LOG_EVERY)
     while (choice := forest.best_split()) is not None:
         forest.split(*choice)
+        rows = forest.trees[choice[0]].rows
+        forest.smallest_child = min(forest.smallest_child, rows[-1], rows[-2])  # the two new leaves
         reporter.step(f"{forest.n_leaves()} leaves")
         if max_tuples is not None and forest.n_cells > max_tuples:
             break
@@ -255,6 +257,7 @@ class _Forest:
     """The k trees while they grow, and the per-vector gains G (see `top_down`)."""
 
     def __init__(self, vc: VectorCounts, workload: Workload, k: int, threshold: int, allowed: np.ndarray):
+        self.smallest_child = np.inf  # rows of the smallest leaf a greedy split made (`_grow`)
         self.vectors = vc.vectors
         self.counts = vc.counts
         self.counts_f = vc.counts.astype(np.float64)
@@ -483,11 +486,22 @@ def grow_within_bound(
     t = int(min_threshold) if min_threshold is not None else -(-int(block_rows) // 8)
     t = max(1, t)
     grown: dict[int, Grown] = {}
+    failed: list[tuple[int, float]] = []  # (threshold, smallest leaf its splits made) of failing probes
 
     def passes(threshold: int) -> bool:
+        # A probe at t that failed with every split leaving >= c rows on each side fails
+        # at any threshold in [t, c] too: each split it chose is valid there and still the
+        # best (the valid splits are fewer), so the same trees grow past the bound.
+        known = next((t_ for t_, c in failed if t_ <= threshold <= c), None)
+        if known is not None:
+            grown[threshold] = grown[known]
+            log.info("pando threshold %d: fails as at %d (its splits all left more rows)", threshold, known)
+            return False
         forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples, first_tree)
         grown[threshold] = Grown(threshold, forest.roots(), forest.n_cells)
         ok = forest.n_cells <= max_tuples
+        if not ok:
+            failed.append((threshold, forest.smallest_child))
         log.info("pando threshold %d: %s%d k-tuples (bound %d)", threshold, "" if ok else "stopped at ",
                  forest.n_cells, max_tuples)
         return ok

@@ -816,3 +816,32 @@ def test_progress_bar_and_log(capsys, caplog):
         bottom_up_blocks(XY, XY_WL, top_down(XY, XY_WL, 2, 20), 20, progress=True)
     assert "pando top_down (k=2)" in capsys.readouterr().err  # the tqdm bar
     assert any("pando top_down (k=2)" in r.getMessage() for r in caplog.records)
+
+
+@settings(max_examples=60, deadline=None)
+@given(instances(max_n=12, max_m=4, max_q=4), st.integers(2, 3), st.integers(1, 6), st.integers(1, 4))
+def test_a_failed_threshold_probe_also_fails_up_to_its_smallest_leaf(inst, k, threshold, bound):
+    # grow_within_bound skips the probes this predicts: the same trees, the same failure
+    vc, wl = inst
+    forest = pando._grow(vc, wl, k, threshold, None, False, bound)
+    if forest.n_cells <= bound:
+        return
+    top = int(min(forest.smallest_child, vc.counts.sum()))
+    for higher in range(threshold, top + 1):
+        again = pando._grow(vc, wl, k, higher, None, False, bound)
+        assert again.n_cells == forest.n_cells > bound
+        assert again.roots() == forest.roots()
+
+
+def test_probes_a_failed_one_predicts_are_not_run(caplog):
+    # XY, k = 2, at most 3 k-tuples. Threshold 3 (ceil(20 / 8)) cuts tree 0 on cut 0
+    # and tree 1 on cut 1, leaves of 50 rows, and stops at 4 cells. 6, 12, 24 and 48
+    # would grow the same trees (every leaf it made has >= 50 rows): not run. At
+    # 96 no split is valid: one cell.
+    with caplog.at_level(logging.INFO, "layout_core.algorithms.pando"):
+        grown = grow_within_bound(XY, XY_WL, 2, 20, max_tuples=3, refine_steps=0)
+    probes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pando threshold")]
+    assert probes == ["pando threshold 3: stopped at 4 k-tuples (bound 3)"] + [
+        f"pando threshold {t}: fails as at 3 (its splits all left more rows)" for t in (6, 12, 24, 48)] + [
+        "pando threshold 96: 1 k-tuples (bound 3)"]
+    assert grown.threshold == 96 and grown.n_tuples == 1
