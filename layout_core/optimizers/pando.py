@@ -142,16 +142,24 @@ def tuple_bound(rows: int, block_rows: int, per_block: int, cap: int) -> int:
 
 def tuple_blocks(layout, order: tuple[str, ...], workload) -> TupleBlocks:
     grown, blocks, truncated = layout
-    n_leaves_0 = sum(1 for _ in leaves(grown.trees[0]))
     leaf_reads = tuple(tuple(packed_bits(adm[:, leaf]) for leaf in range(adm.shape[1]))
                        for adm in admitted(grown.trees, workload))
-    return TupleBlocks(tuple(as_tuples(tree_to_json(r)) for r in grown.trees), as_tuples(blocks.tuples.tolist()),
-                       tuple(blocks.tuple_first_block.tolist()), tuple(blocks.tuple_n_blocks.tolist()),
-                       tuple(fallback_blocks(blocks, n_leaves_0).tolist()), order,
-                       tuple(as_tuples(tree_to_json(r)) for r in truncated.trees), leaf_reads,
-                       tuple(float(x) for x in workload.weights),
-                       tuple(packed_bits(row) for row in workload.implies),
-                       tuple(packed_bits(row) for row in workload.disjoint))
+    return TupleBlocks(tuple(as_tuples(tree_to_json(r)) for r in grown.trees), sort_columns=order,
+                       leaf_reads=leaf_reads, query_weights=tuple(float(x) for x in workload.weights),
+                       query_implies=tuple(packed_bits(row) for row in workload.implies),
+                       query_disjoint=tuple(packed_bits(row) for row in workload.disjoint),
+                       **cell_map(grown.trees, blocks, truncated))
+
+
+def cell_map(trees, blocks, truncated) -> dict:
+    """The `TupleBlocks` fields that follow from the blocks made of the trees'
+    cells: the cell -> block map, tree 0's fallback blocks, the truncated trees."""
+    n_leaves_0 = sum(1 for _ in leaves(trees[0]))
+    return {"cells": as_tuples(blocks.tuples.tolist()),
+            "cell_first_block": tuple(blocks.tuple_first_block.tolist()),
+            "cell_n_blocks": tuple(blocks.tuple_n_blocks.tolist()),
+            "fallback_block": tuple(fallback_blocks(blocks, n_leaves_0).tolist()),
+            "routing_trees": tuple(as_tuples(tree_to_json(r)) for r in truncated.trees)}
 
 
 EVERY_ROW = "every row"  # choices["cells_counted"] of a plan whose cells were merged on the whole partition
@@ -181,13 +189,7 @@ def exact_plan(plan: LayoutPlan, cells: Cells) -> LayoutPlan:
     trees = rule.roots()
     blocks = merge_cells(cells, rule.admissions(), workload, int(plan.settings["block_rows"]),
                          progress=show_progress(), within_first_tree=plan.settings.get("first_tree") == "mto")
-    truncated = truncate(trees, blocks)
-    n_leaves_0 = sum(1 for _ in leaves(trees[0]))
-    exact = replace(rule, cells=as_tuples(blocks.tuples.tolist()),
-                    cell_first_block=tuple(blocks.tuple_first_block.tolist()),
-                    cell_n_blocks=tuple(blocks.tuple_n_blocks.tolist()),
-                    fallback_block=tuple(fallback_blocks(blocks, n_leaves_0).tolist()),
-                    routing_trees=tuple(as_tuples(tree_to_json(r)) for r in truncated.trees))
+    exact = replace(rule, **cell_map(trees, blocks, truncate(trees, blocks)))
     choices = {**plan.choices, "cells_counted": EVERY_ROW, "k_tuples": int(blocks.tuples.shape[0]),
                "blocks_on_the_sample": plan.n_blocks}
     log.info("pando %s: cells merged again on all %d rows: %d k-tuples (%d on the sample), %d blocks (%d on "
