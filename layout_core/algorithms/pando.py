@@ -37,7 +37,7 @@ never reads more, and `truncate` does not change what the second reads.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -743,7 +743,11 @@ class Cells:
 
 def cells_of_sample(trees: Sequence[Node], vc: VectorCounts) -> Cells:
     """The cells of (vector, count) pairs, with their cut bits (no values: no span)."""
-    tuple_of_vector, tuples = k_tuples(trees, vc)
+    return _cells_of_vectors(vc, *k_tuples(trees, vc))
+
+
+def _cells_of_vectors(vc: VectorCounts, tuple_of_vector: np.ndarray, tuples: np.ndarray) -> Cells:
+    """`cells_of_sample` from the vectors already routed (`k_tuples`)."""
     n_tuples = tuples.shape[0]
     held = tuple_of_vector >= 0
     rows = np.bincount(tuple_of_vector[held], weights=vc.counts[held], minlength=n_tuples).astype(np.int64)
@@ -861,8 +865,7 @@ def merge_cells(
             finished.append(_Block((cell, p), base + (p < extra), packed[cell], owner=cell, piece=p))
 
     small = np.flatnonzero(rows < block_rows)
-    merging = _Merging(rows[small], packed[small], pk, block_rows,
-                       None if cells.any_cut is None else (lambda g: group_reads(small[g])),
+    merging = _Merging(rows[small], packed[small], pk, block_rows, lambda g: group_reads(small[g]),
                        None if cells.span is None else cells.span[small])
     if within_first_tree:
         groups, leftover = _merge_by_first_leaf(tuples[small, 0], merging, progress)
@@ -905,22 +908,21 @@ def merge_cells(
 
 class _Merging(NamedTuple):
     """What step 2 of `merge_cells` merges: small cells' sizes and packed reads,
-    `group_reads(positions) -> packed reads` of a merged block (None: the union
-    of its parts'), and their spans (None: unknown)."""
+    `group_reads(positions) -> packed reads` of a block made of those cells,
+    and their spans (None: unknown)."""
 
     sizes: np.ndarray
     packed: np.ndarray
     pk: PackedUnions
     block_rows: int
-    group_reads: object = None
+    group_reads: Callable[[np.ndarray], np.ndarray]
     spans: np.ndarray | None = None
 
     def subset(self, positions: np.ndarray) -> "_Merging":
         reads = self.group_reads
-        return self._replace(
-            sizes=self.sizes[positions], packed=self.packed[positions],
-            group_reads=None if reads is None else (lambda g: reads(positions[g])),
-            spans=None if self.spans is None else self.spans[positions])
+        return self._replace(sizes=self.sizes[positions], packed=self.packed[positions],
+                             group_reads=lambda g: reads(positions[g]),
+                             spans=None if self.spans is None else self.spans[positions])
 
 
 def _merge_by_first_leaf(first_leaf: np.ndarray, merging: _Merging,
@@ -1024,10 +1026,8 @@ def _merge_small(merging: _Merging, progress: bool, quiet: bool = False) -> tupl
         size[a] += size[b]
         members[a] += members[b]
         lo[a], hi[a] = np.fmin(lo[a], lo[b]), np.fmax(hi[a], hi[b])
-        if merging.group_reads is None:
-            packed[a] |= packed[b]
-        else:  # the merged block's own cut bits may admit more queries than either part
-            packed[a] = merging.group_reads(np.array(members[a], dtype=np.int64))
+        # from the merged block's own cut bits, which may admit more queries than either part
+        packed[a] = merging.group_reads(np.array(members[a], dtype=np.int64))
         cost[a] = size[a] * pk.weight(packed[a][None, :])[0]
         active[b], best[b] = False, np.inf
         n_active -= 1
@@ -1221,31 +1221,33 @@ def estimated_rows_read(vc: VectorCounts, workload: Workload, trees: Sequence[No
     `order`, each block is counted as holding all the cell's vectors: an
     estimate from above, which makes a tree with big leaves look worse than
     it is."""
-    cells = cells_of_sample(trees, vc)
-    if not np.array_equal(cells.tuples, blocks.tuples):
+    tuple_of_vector, tuples = k_tuples(trees, vc)
+    if not np.array_equal(tuples, blocks.tuples):
         raise ValueError("the blocks were not made from these trees")
+    cells = _cells_of_vectors(vc, tuple_of_vector, tuples)
     tuple_idx, block = blocks.tuple_block_pairs()
     block_any = np.zeros((blocks.n_blocks, vc.m), dtype=bool)
     block_all = np.ones((blocks.n_blocks, vc.m), dtype=bool)
-    single = blocks.tuple_n_blocks[tuple_idx] == 1
-    if order is None:
-        single[:] = True
-    np.logical_or.at(block_any, block[single], cells.any_cut[tuple_idx[single]])
-    np.logical_and.at(block_all, block[single], cells.all_cut[tuple_idx[single]])
+    whole = np.ones(tuple_idx.shape[0], dtype=bool)  # the (cell, block) pairs that get the cell's bits
     if order is not None:
-        _split_cells_by_order(vc, trees, blocks, np.asarray(order), block_any, block_all)
+        whole = blocks.tuple_n_blocks[tuple_idx] == 1
+        _split_cells_by_order(vc, tuple_of_vector, blocks, np.asarray(order), block_any, block_all)
+    np.logical_or.at(block_any, block[whole], cells.any_cut[tuple_idx[whole]])
+    np.logical_and.at(block_all, block[whole], cells.all_cut[tuple_idx[whole]])
     reads = block_reads(trees, workload, blocks) & ~cut_skipped(workload, block_any, block_all).T
     return reads.astype(np.int64) @ blocks.block_rows
 
 
-def _split_cells_by_order(vc: VectorCounts, trees: Sequence[Node], blocks: PandoBlocks, order: np.ndarray,
+def _split_cells_by_order(vc: VectorCounts, tuple_of_vector: np.ndarray, blocks: PandoBlocks, order: np.ndarray,
                           block_any: np.ndarray, block_all: np.ndarray) -> None:
     """The bits of the blocks of every cell with n > 1 blocks, its vectors
     placed along the sort column by `order` (see `estimated_rows_read`);
     updates `block_any` / `block_all` in place."""
-    tuple_of_vector, _ = k_tuples(trees, vc)
+    held = np.flatnonzero((tuple_of_vector >= 0) & (vc.counts > 0))
+    by_cell = held[np.argsort(tuple_of_vector[held], kind="stable")]  # the vectors of each cell together
+    bounds = np.searchsorted(tuple_of_vector[by_cell], np.arange(blocks.tuples.shape[0] + 1))
     for cell in np.flatnonzero(blocks.tuple_n_blocks > 1):
-        mine = np.flatnonzero((tuple_of_vector == cell) & (vc.counts > 0))
+        mine = by_cell[bounds[cell]:bounds[cell + 1]]
         ranks = order[mine]
         rank_values, rank_of = np.unique(ranks, return_inverse=True)
         rows = np.bincount(rank_of, weights=vc.counts[mine], minlength=rank_values.size)
