@@ -179,6 +179,12 @@ def unpack_bit_strings(keys: Sequence[str], m: int) -> np.ndarray:
     return chars.reshape(len(keys), m) == ord("1")
 
 
+def mask_bits(mask: int, n: int) -> np.ndarray:
+    """(n,) bool: bit i of the non-negative int `mask` (a block's cut bits as the catalog keeps them)."""
+    raw = np.frombuffer(mask.to_bytes(max(1, (n + 7) // 8), "little"), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
+
+
 def reference_halves(workload: Workload) -> np.ndarray | None:
     """(Q,) 0 or 1 per training reference: two halves to fit a layout on one and
     measure it on the other (pando's trees=auto), or None with fewer than two

@@ -49,6 +49,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from layout_core.algorithms.types import mask_bits
 from layout_core.catalog import ActiveLayout, CatalogSnapshot, TreeNodeRecord, check_trees
 from layout_core.catalog.records import tree_roots
 from layout_core.predicates import (
@@ -237,7 +238,7 @@ class CellIndex(NamedTuple):
         or its cells are not known."""
         ok = np.ones(self.block.shape[0], dtype=bool)
         for t, (mask, tree) in enumerate(zip(admitted, trees)):
-            ok &= _mask_bits(mask, len(tree.left))[self.positions[:, t]]
+            ok &= mask_bits(mask, len(tree.left))[self.positions[:, t]]
         out = ~self.known
         out[self.block[ok]] = True
         return out
@@ -267,12 +268,6 @@ def cell_index(trees: Sequence[TreeRoute], cells: Sequence, n_blocks: int) -> Ce
     if not known.any():
         return None
     return CellIndex(np.array(blocks, dtype=np.int64), np.array(positions, dtype=np.int64).reshape(-1, k), known)
-
-
-def _mask_bits(mask: int, n: int) -> np.ndarray:
-    """(n,) bool: bit i of the non-negative int `mask`."""
-    raw = np.frombuffer(mask.to_bytes(max(1, (n + 7) // 8), "little"), dtype=np.uint8)
-    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
 
 
 def relation_keys(p: Predicate) -> frozenset:

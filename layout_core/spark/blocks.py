@@ -108,10 +108,8 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
             if gaps:
                 stats[c]["ranges"] = ranges_to_json(
                     ranges_between_gaps(lo, hi, [(g["prev"], g["next"]) for g in gaps]))
-        union = all_ = 0
-        for w in range(len(words)):
-            union |= int(row[f"_any{w}"]) << (WORD_BITS * w)
-            all_ |= int(row[f"_all{w}"]) << (WORD_BITS * w)
+        union = words_mask(row[f"_any{w}"] for w in range(len(words)))
+        all_ = words_mask(row[f"_all{w}"] for w in range(len(words)))
         out.append(BlockSummary(int(row[BLOCK_ID_COLUMN]), int(row["_rows"]), stats, union, all_))
     return sorted(out, key=lambda b: b.block_id)
 
@@ -134,6 +132,11 @@ def cut_words(n_cuts: int) -> list[Column]:
                 for j, flag in enumerate(flags[start:start + WORD_BITS])]
         words.append(reduce(lambda a, b: a.bitwiseOR(b), bits))
     return words
+
+
+def words_mask(words: Iterable[int]) -> int:
+    """The words `cut_words` packs, aggregated, as one int: bit j = cut j."""
+    return sum(int(word) << (WORD_BITS * w) for w, word in enumerate(words))
 
 
 def order_code(value: Column, kind: str) -> Column:

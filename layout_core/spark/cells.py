@@ -17,12 +17,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from layout_core.algorithms.pando import Cells
+from layout_core.algorithms.types import mask_bits
 from layout_core.base.names import VECTOR_COLUMN
 from layout_core.base.schema import TableSchema
 from layout_core.optimizers.pando import exact_plan, merges_on_every_row
 from layout_core.optimizers.plan import LayoutPlan
 from layout_core.spark.assign import leaf_column
-from layout_core.spark.blocks import WORD_BITS, order_code
+from layout_core.spark.blocks import WORD_BITS, order_code, words_mask
 
 log = logging.getLogger("layout.cells")
 
@@ -43,14 +44,8 @@ def cell_statistics(df: DataFrame, roots, n_cuts: int, value_column: str | None 
     leafed = df.select("*", *[leaf_column(root).alias(name) for root, name in zip(roots, names)])
     rows = sorted(leafed.groupBy(*names).agg(*aggregates).collect(), key=lambda r: tuple(r[n] for n in names))
     tuples = np.array([[int(r[n]) for n in names] for r in rows], dtype=np.int64).reshape(-1, len(roots))
-    any_cut = np.zeros((len(rows), n_cuts), dtype=bool)
-    all_cut = np.zeros((len(rows), n_cuts), dtype=bool)
-    for i, r in enumerate(rows):
-        for w in range(len(words)):
-            width = min(WORD_BITS, n_cuts - WORD_BITS * w)
-            j = np.arange(width)
-            any_cut[i, WORD_BITS * w + j] = (int(r[f"_any{w}"]) >> j) & 1
-            all_cut[i, WORD_BITS * w + j] = (int(r[f"_all{w}"]) >> j) & 1
+    any_cut, all_cut = (np.array([mask_bits(words_mask(r[f"_{which}{w}"] for w in range(len(words))), n_cuts)
+                                  for r in rows], dtype=bool).reshape(-1, n_cuts) for which in ("any", "all"))
     span = None
     if value_column:
         span = np.array([[np.nan if r["_lo"] is None else r["_lo"], np.nan if r["_hi"] is None else r["_hi"]]
