@@ -64,6 +64,44 @@ def test_recovery_ratios_and_targets():
     assert shift.targets(_result(), target_q=500) == {}  # no such q measured
 
 
+def _point(read, rewritten, ratio, tables):
+    return {"blocks_read": read, "blocks_rewritten": rewritten, "blocks_total": 100, "reoptimize_seconds": 5.0,
+            "subtrees_evaluated": 10, "subtrees_total": 40, "q_over_w": ratio,
+            "tables": {t: n for t, (n, _, _) in tables.items()},
+            "reorganized": {t: {"blocks_rewritten": w, "blocks_total": total} for t, (_, w, total) in tables.items()}}
+
+
+def test_the_targets_by_q_over_w_and_the_curve_per_table():
+    """Issue 36's targets on the template shift: at q/w 2, recovery per fraction rewritten; at
+    every q/w >= 5 (inf too), the recovery. Old layout 1000 blocks read (lineitem 800, orders
+    200), the full re-layout 600 (lineitem 500, orders 100)."""
+    r = _result()
+    r["old"]["tables"], r["full"]["tables"] = {"lineitem": 800, "orders": 200}, {"lineitem": 500, "orders": 100}
+    pruned = {"4": _point(700, 20, 2.0, {"lineitem": (500, 20, 80), "orders": (200, 0, 20)}),
+              "10": _point(620, 60, 5.0, {"lineitem": (500, 50, 80), "orders": (120, 10, 20)}),
+              "inf": _point(610, 90, "inf", {"lineitem": (505, 75, 80), "orders": (105, 15, 20)})}
+    r["partial"] = pruned
+    r["searches"] = {"pruned": pruned, "exact": {"4": _point(650, 30, 2.0, {"lineitem": (450, 30, 80)})}}
+    t = shift.targets(r)
+    # q/w 2: recovery 300/400 = 0.75 over 0.2 rewritten = 3.75; q/w >= 5: min(0.95, 0.975)
+    assert t["recovery_per_fraction_at_2"] == {"value": 3.75, "target": 1.3, "met": True, "by": 0.0}
+    assert t["recovery_at_5_or_more"] == {"value": 0.95, "target": 0.95, "met": True, "by": 0.0}
+    r["partial"]["10"] = _point(660, 60, 5.0, {})
+    assert shift.targets(r)["recovery_at_5_or_more"] == {"value": 0.85, "target": 0.95, "met": False, "by": 0.1}
+    # not for a local shift: its target is the one at q = 200 (at most 0.4 rewritten)
+    r["scenario"] = {"name": "local-dates"}
+    assert "recovery_at_5_or_more" not in shift.targets(r)
+
+    c = shift.curve(r)
+    assert [(row["q_over_w"], row["fraction"], row["recovery"]) for row in c["pruned"]] == [
+        (2.0, 0.2, 0.75), (5.0, 0.6, 0.85), ("inf", 0.9, 0.975)]
+    # lineitem: 800 -> 500 in full; q/w 2 rewrote 20 of 80 blocks and read 500 (all of it)
+    assert c["pruned"][0]["tables"]["lineitem"] == {"fraction": 0.25, "recovery": 1.0}
+    assert c["pruned"][0]["tables"]["orders"] == {"fraction": 0.0, "recovery": 0.0}
+    assert c["pruned"][2]["tables"]["orders"] == {"fraction": 0.75, "recovery": 0.95}
+    assert c["exact"][0]["tables"]["lineitem"] == {"fraction": 0.375, "recovery": 1.1667}
+
+
 def test_the_root_check_compares_predicted_and_realized_gain_per_window_query():
     r = _result()
     r.update({"window_queries": 10, "test_queries": 20, "w": 100.0,
@@ -155,7 +193,7 @@ def test_the_parser_adds_layout_bench_shift():
     assert (args.sf, args.block_rows, args.per_template, args.q, args.w, args.json, args.scenario) == (
         0.1, None, 8, "100,200,500,1000", 100.0, True, "templates")
     assert parser.parse_args(["shift", "--scenario", "local-region"]).scenario == "local-region"
-    assert not args.no_prune and parser.parse_args(["shift", "--no-prune"]).no_prune
+    assert args.search == "pruned" and parser.parse_args(["shift", "--search", "exact,oracle"]).search == "exact,oracle"
     assert "shift" in parser.format_help()
 
 
@@ -174,8 +212,8 @@ def test_the_benchmark_end_to_end_on_two_tables(spark, tmp_path, monkeypatch, ca
     monkeypatch.setitem(shift.SCENARIOS, "templates", shift.Scenario("templates", (6, 14), (17, 19)))
     monkeypatch.setattr(spark, "stop", lambda: None)  # run() stops its session: not the tests' one
     work = tmp_path / "shift"
-    assert shift.main(["--sf", "0.01", "--per-template", "6", "--block-rows", "1000", "--q", "100,200",
-                       "--no-gentle", "--work", str(work), "--json"]) == 0
+    assert shift.main(["--sf", "0.01", "--per-template", "6", "--block-rows", "1000", "--q", "100,200,inf",
+                       "--search", "pruned,exact,oracle", "--no-gentle", "--work", str(work), "--json"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1
     r = json.loads(lines[0])
@@ -185,7 +223,7 @@ def test_the_benchmark_end_to_end_on_two_tables(spark, tmp_path, monkeypatch, ca
     assert set(r["full"]) == {"blocks_read", "blocks_rewritten", "seconds"}
     assert isinstance(r["full"]["blocks_read"], int) and isinstance(r["full"]["blocks_rewritten"], int)
     assert isinstance(r["full"]["seconds"], float) and r["full"]["seconds"] > 0
-    assert list(r["partial"]) == ["100", "200"]
+    assert list(r["partial"]) == ["100", "200", "inf"]
     fields = {"blocks_read": int, "blocks_rewritten": int, "blocks_total": int, "reoptimize_seconds": float,
               "subtrees_evaluated": int, "subtrees_total": int}
     for p in r["partial"].values():
@@ -209,8 +247,26 @@ def test_the_benchmark_end_to_end_on_two_tables(spark, tmp_path, monkeypatch, ca
     assert set(full["old"]["tables"]) == {"part", "lineitem"}
     # the unchanged window's reward of 0 was measured (12 lineitem references), not refused as too few
     assert full["unchanged_window"]["tables"]["lineitem"]["references"] >= 10
+    # q/w 2 (q = 200) and q/w >= 5 (inf): issue 36's targets on the template shift
     assert set(full["targets"]) == {"recovery", "rewritten_fraction", "reoptimize_vs_full",
-                                    "unchanged_window_reward", "root_prediction"}
+                                    "unchanged_window_reward", "root_prediction", "recovery_per_fraction_at_2",
+                                    "recovery_at_5_or_more"}
     # B of lineitem's root is predicted, and the full re-layout's gain on the window measured
     assert full["root_check"]["lineitem"]["predicted"] > 0 and full["root_check"]["lineitem"]["realized"] > 0
     assert (work / "shift_blocks_read.png").stat().st_size > 0
+
+    # Each search decided every q from the one measurement: the exact search evaluated every
+    # subtree of each measured table, the pruned one no more; the oracle's points are real
+    # reorganizations too (a set another point wrote is not written again).
+    assert list(full["searches"]) == ["pruned", "exact", "oracle"]
+    assert full["partial"] == full["searches"]["pruned"]
+    for search, points in full["searches"].items():
+        assert list(points) == ["100", "200", "inf"], search
+        assert points["100"]["blocks_rewritten"] == 0
+    for table, exact in full["searches"]["exact"]["200"]["reorganized"].items():
+        pruned = full["searches"]["pruned"]["200"]["reorganized"][table]
+        assert exact["subtrees_evaluated"] == exact["subtrees_measured"], table
+        assert pruned["subtrees_evaluated"] <= exact["subtrees_evaluated"], table
+    assert full["searches"]["pruned"]["inf"]["q_over_w"] == "inf"
+    assert [row["q_over_w"] for row in full["curve"]["oracle"]] == [1.0, 2.0, "inf"]
+    assert (work / "shift_recovery_curve.png").stat().st_size > 0

@@ -46,7 +46,14 @@ from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import BlockRecord, Catalog, CatalogError
 from layout_core.flows.names import REORG_PLANNED, REORG_STEPS
 from layout_core.flows.nightly.artifacts import CutEntry, training_log_record
-from layout_core.flows.reorg.shift import PartitionModel, ShiftSettings, default_w, measure_shift, old_tree
+from layout_core.flows.reorg.shift import (
+    PartitionModel,
+    ShiftReport,
+    ShiftSettings,
+    default_w,
+    measure_shift,
+    old_tree,
+)
 from layout_core.optimizers import CandidateCut
 from layout_core.optimizers.base import sort_columns
 from layout_core.predicates import dumps, loads
@@ -139,16 +146,18 @@ def run_partitions(warehouse: Path, table: str, run_id: str) -> list[RunPaths]:
 
 
 def plan_reorg(spark, warehouse: Path, run_id: str, catalog: Catalog, schema: Schema, table: str,
-               settings: ShiftSettings) -> dict:
+               settings: ShiftSettings, report: ShiftReport | None = None) -> dict:
     """Choose the subtrees and grow their new trees; nothing is written but the plan.
-    A retry of the same run keeps the first attempt's plan (its block ids are reserved by it)."""
+    A retry of the same run keeps the first attempt's plan (its block ids are reserved by it).
+    `report`: the shift measured beforehand on this catalog's active layouts (the shift
+    benchmark decides several sets from one measurement, `reorg.shift.rechoose`)."""
 
     t0 = time.monotonic()
     marker = _planned_marker(warehouse, table, run_id)
     if marker.exists():
         planned = json.loads(marker.read_text())
         return {**planned, "already_planned": True}
-    report = measure_shift(spark, catalog, schema, table, settings)
+    report = report or measure_shift(spark, catalog, schema, table, settings)
     partitions = []
     for shift, model in zip(report.partitions, report.models):
         if not shift.chosen:
@@ -425,7 +434,7 @@ def _each_partition(context: RunContext, step) -> dict:
 # The reorganization of one table; its run folder (`RunContext.paths`) is the table-wide one.
 REORG = Flow("reorg", (
     Step("plan_reorg", lambda c: plan_reorg(c.spark, c.paths.warehouse, c.paths.run_id, c.catalog, c.schema,
-                                            c.paths.table, _shift_settings(c))),
+                                            c.paths.table, _shift_settings(c), c.input("report"))),
     Step("write_reorg", lambda c: _each_partition(c, lambda p: write_reorg(c.spark, p, c.catalog, c.schema))),
     Step("verify_reorg", lambda c: _each_partition(c, lambda p: verify_reorg(c.spark, p, c.catalog, c.schema))),
     Step("activate_reorg", lambda c: _each_partition(
@@ -434,12 +443,13 @@ REORG = Flow("reorg", (
 
 
 def reorganize_in_process(spark, catalog: Catalog, schema: Schema, warehouse: Path, table: str, run_id: str,
-                          settings: ShiftSettings, range_sets: int = DEFAULT_RANGE_SETS) -> dict:
+                          settings: ShiftSettings, range_sets: int = DEFAULT_RANGE_SETS,
+                          report: ShiftReport | None = None) -> dict:
     """The four steps in order in one Spark session (tests, the shift benchmark, `layout reorganize`);
     the layout_reoptimize DAG runs the same steps as separate jobs. Returns the plan and per
-    partition its metrics."""
-    context = RunContext(spark, catalog, schema, RunPaths(warehouse, table, "", run_id), {"settings": settings},
-                         range_sets)
+    partition its metrics. `report`: see `plan_reorg`."""
+    context = RunContext(spark, catalog, schema, RunPaths(warehouse, table, "", run_id),
+                         {"settings": settings, "report": report}, range_sets)
     planned = REORG.steps[0].run(context)
     for step in REORG.steps[1:]:
         step.run(context)

@@ -37,7 +37,7 @@ import datetime as dt
 import logging
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -58,6 +58,9 @@ from layout_core.flows.reorg.simulated_reads import (
     SampledRows,
     bootstrap_lower_bound,
     query_halves,
+    reads,
+    simulated_blocks,
+    tree_blocks,
     writer_rank,
 )
 from layout_core.flows.reorg.subtrees import NewSubtrees, OldSubtrees, min_leaf_rows
@@ -261,6 +264,57 @@ class PartitionShift:
                             "reward": round(c.reward, 3)} for c in self.chosen]}
 
 
+def subtree_leaf_ids(subtrees: OldSubtrees) -> list[tuple[int, ...]]:
+    """Per node of `subtrees`, the old leaf ids under it."""
+    return [tuple(sorted(leaf.leaf_id for leaf in leaves(node))) for node in subtrees.nodes]
+
+
+class SubtreeBenefits:
+    """B per subtree of one partition, each computed once, however many searches ask.
+
+    per_query(i) -> the gain of subtree i per query of the log it is judged on;
+    noise(i) -> its noise floor (0 without one). B(i) = max(0, mean gain - noise).
+    `choose` runs the search on it; the shift benchmark runs it again for other
+    q/w and with and without pruning, on the same measurements."""
+
+    def __init__(self, subtrees: OldSubtrees, blocks: Sequence[int], reads_now: Sequence[float], queries: int,
+                 per_query, noise=lambda i: 0.0) -> None:
+        self.shape = SubtreeShape(subtrees.children, tuple(int(b) for b in blocks), tuple(reads_now))
+        self.leaf_ids = subtree_leaf_ids(subtrees)
+        self.queries = queries
+        self._per_query, self._noise = per_query, noise
+        self.gains: dict[int, np.ndarray] = {}
+        self.noise: dict[int, float] = {}
+
+    def benefit(self, i: int) -> float:
+        if i not in self.gains:
+            self.gains[i] = self._per_query(i)
+            self.noise[i] = self._noise(i)
+        return max(0.0, float(self.gains[i].sum()) / self.queries - self.noise[i])
+
+    @classmethod
+    def out_of_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
+                      training: OutOfSampleGain | None) -> "SubtreeBenefits":
+        """B judged out of sample on the window, less the same B on the layout's own training
+        log (None: not recorded); A(T), the bound B cannot pass, is what the window's
+        queries read of T now."""
+        queries = window.refs.queries
+        leaf_ids = subtree_leaf_ids(subtrees)
+        # per query: a query reading the table twice (a self-join) reads a subtree twice
+        reads_now = [float(window.reads_now(ids).sum()) / queries for ids in leaf_ids]
+
+        def per_query(i: int) -> np.ndarray:
+            return window.per_query(subtrees.vector_indices(i), leaf_ids[i])
+
+        def noise(i: int) -> float:
+            if training is None:
+                return 0.0
+            gain = training.per_query(subtrees.vector_indices(i), leaf_ids[i])
+            return max(0.0, float(gain.sum()) / training.refs.queries)
+
+        return cls(subtrees, blocks, reads_now, queries, per_query, noise)
+
+
 def partition_rewards(subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
                       training: OutOfSampleGain | None, settings: ShiftSettings) -> "PartitionRewards":
     """The optimal set of one partition's subtrees, judged out of sample (`reorg.simulated_reads`).
@@ -268,39 +322,30 @@ def partition_rewards(subtrees: OldSubtrees, blocks: Sequence[int], window: OutO
     subtrees: the old tree's nodes (children, leaves, vc vectors under each);
     blocks: C per node, from the catalog; window: the window's gains per
     query; training: the same on the layout's own training log, the noise
-    floor (None: not recorded). B(T) = max(0, B_window(T) - B_training(T)),
-    each a mean over its log's queries; A(T), the bound B cannot pass, is what
-    the window reads of T now on the simulated blocks.
+    floor (None: not recorded). See `SubtreeBenefits.out_of_sample` and `choose`."""
+    return choose(SubtreeBenefits.out_of_sample(subtrees, blocks, window, training), settings)
 
-    The set is kept only when its reward is positive at the bootstrap's 5%
-    quantile over the window's queries: a reward that resampling the window
-    can take to 0 is noise, not shift."""
-    queries = window.refs.queries
-    leaf_ids = [tuple(sorted(leaf.leaf_id for leaf in leaves(node))) for node in subtrees.nodes]
-    # per query: a query reading the table twice (a self-join) reads a subtree twice
-    reads = tuple(float(window.reads_now(ids).sum()) / queries for ids in leaf_ids)
-    gains: dict[int, np.ndarray] = {}
-    noise: dict[int, float] = {}
 
-    def benefit(i: int) -> float:
-        members = subtrees.vector_indices(i)
-        gains[i] = window.per_query(members, leaf_ids[i])
-        noise[i] = (max(0.0, float(training.per_query(members, leaf_ids[i]).sum()) / training.refs.queries)
-                    if training is not None else 0.0)
-        return max(0.0, float(gains[i].sum()) / queries - noise[i])
+def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = True) -> "PartitionRewards":
+    """The best set of non-overlapping subtrees for q and w (`reorg.optimal_set`).
 
-    shape = SubtreeShape(subtrees.children, tuple(int(b) for b in blocks), reads)
-    plan = optimal_set(shape, benefit, settings.q, settings.w, prune=settings.prune)
-    if 0 not in gains:  # the root's B is reported whatever the search visited
-        benefit(0)
+    With `guard`, the set is kept only when its reward is positive at the
+    bootstrap's 5% quantile over the queries: a reward that resampling the
+    window can take to 0 is noise, not shift."""
+    shape = benefits.shape
+    plan = optimal_set(shape, benefits.benefit, settings.q, settings.w, prune=settings.prune)
+    benefits.benefit(0)  # the root's B is reported whatever the search visited
     lower = None
-    if plan.nodes:
+    if plan.nodes and guard:
         ratio = settings.q / settings.w
-        chosen_gain = sum(gains[i] for i in plan.nodes)
-        floor = sum(noise[i] for i in plan.nodes)
+        chosen_gain = sum(benefits.gains[i] for i in plan.nodes)
+        floor = sum(benefits.noise[i] for i in plan.nodes)
         cost = sum(shape.blocks[i] for i in plan.nodes)
         lower = bootstrap_lower_bound(chosen_gain, lambda mean: ratio * (mean - floor) - cost)
-    return PartitionRewards(plan, shape, leaf_ids, noise, lower, float(gains[0].sum()) / queries)
+    elif plan.nodes:
+        lower = plan.reward
+    return PartitionRewards(plan, shape, benefits.leaf_ids, dict(benefits.noise), lower,
+                            float(benefits.gains[0].sum()) / benefits.queries)
 
 
 @dataclass(frozen=True)
@@ -337,6 +382,8 @@ class PartitionModel:
     new_subtrees: NewSubtrees | None  # None when the partition had no rows or no cuts
     window_sql: tuple[str, ...] = ()  # the window's queries on the table: the new version's training log
     window_queries: int = 0  # every analyzed query of the window
+    benefits: SubtreeBenefits | None = None  # B per subtree, for `rechoose` (None: nothing measured)
+    sample: SampledRows | None = None  # the partition's sampled rows (`judged_on`)
 
 
 @dataclass(frozen=True)
@@ -413,12 +460,7 @@ def measure_shift(spark, catalog, schema: Schema, table: str, settings: ShiftSet
     measured = [_partition_shift(spark, catalog, schema, snapshot, routed, layout, window, routes, settings)
                 for layout in layouts]
     partitions = [p for p, _ in measured]
-    total = sum(p.reward for p in partitions)
-    chosen = sum(len(p.chosen) for p in partitions)
-    reason = (f"reward {total:.1f}: reorganize {chosen} subtrees "
-              f"({sum(p.blocks_chosen for p in partitions)} of {sum(p.blocks for p in partitions)} blocks)"
-              if total > 0 else "no subtree has a positive reward: no reorganization")
-    return report(reason, partitions, skipped, [m for _, m in measured])
+    return report(_reason_of(partitions), partitions, skipped, [m for _, m in measured])
 
 
 def router_reads(routes: Sequence[Route], analyses: Sequence[QueryAnalysis], table: str,
@@ -464,21 +506,16 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
     a_root = float(window_reads.sum()) / max(1, window.analyzed)
     noise_queries = training.queries if training is not None and inputs.training_gain is not None else 0
 
-    def result(chosen, reward, evaluated, total, reason, violations=0, rewards=None) -> PartitionShift:
-        extra = ((rewards.lower_bound, rewards.root_gain, rewards.noise.get(0, 0.0), in_sample(rewards)) if rewards
-                 else (None, 0.0, 0.0, 0.0))
+    def result(chosen, reward, evaluated, total, reason, root_gain_in_sample=0.0) -> PartitionShift:
         return PartitionShift(version.partition, version.version_id, version.optimizer, tree.whole_partition,
                               n_blocks, a_root, tuple(chosen), reward, evaluated, total, reason,
-                              time.monotonic() - started, violations, inputs.reads_simulated, noise_queries, *extra)
+                              time.monotonic() - started, 0, inputs.reads_simulated, noise_queries,
+                              root_gain_in_sample=root_gain_in_sample)
 
-    def in_sample(rewards) -> float:
-        members = np.arange(inputs.vc.n)
-        return inputs.window_gain.in_sample(members, rewards.leaf_ids[0], np.arange(inputs.window_cuts))
-
-    def model(new_subtrees) -> PartitionModel:
+    def model(new_subtrees, benefits=None) -> PartitionModel:
         return PartitionModel(layout, tree, optimizer, inputs.resolved, inputs.cuts[:inputs.window_cuts],
                               inputs.frames, inputs.sources, inputs.summary, new_subtrees, window.sql,
-                              window.analyzed)
+                              window.analyzed, benefits, inputs.sample)
 
     if inputs.sample is None or inputs.window_cuts == 0:
         return result((), 0.0, 0, len(tree.node_ids),
@@ -492,24 +529,87 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
         return result((), 0.0, 0, len(tree.node_ids),
                       "the window's references to the table all fall in one half of its queries: a new layout "
                       "cannot be judged out of sample; no reorganization"), model(new_subtrees)
-    rewards = partition_rewards(new_subtrees.old, _subtree_blocks(new_subtrees.old, tree, sizes), inputs.window_gain,
-                                inputs.training_gain, settings)
-    plan, shape = rewards.plan, rewards.shape
+    benefits = SubtreeBenefits.out_of_sample(new_subtrees.old, _subtree_blocks(new_subtrees.old, tree, sizes),
+                                             inputs.window_gain, inputs.training_gain)
+    root_in_sample = inputs.window_gain.in_sample(np.arange(inputs.vc.n), benefits.leaf_ids[0], np.arange(m))
+    measured = result((), 0.0, 0, len(tree.node_ids), "", root_gain_in_sample=root_in_sample)
+    shift = _decided(measured, choose(benefits, settings), tree, settings)
     log.info("%s %s v%d: %d cuts from the window (%d featurized), %d of %d subtrees evaluated; %s",
              table.name, version.partition or "(unpartitioned)", version.version_id, m, len(inputs.cuts),
-             plan.evaluated, plan.considered, plan.reason)
+             shift.subtrees_evaluated, shift.subtrees_total, shift.reason)
+    return shift, model(new_subtrees, benefits)
+
+
+def _decided(measured: PartitionShift, rewards: PartitionRewards, tree: OldTree,
+             settings: ShiftSettings) -> PartitionShift:
+    """The partition's shift with the set `rewards` chose (none when the bootstrap cannot tell its
+    reward from noise)."""
+    plan, shape = rewards.plan, rewards.shape
     whole = " (no qd-tree: the whole partition or nothing)" if tree.whole_partition else ""
+    found = dict(subtrees_evaluated=plan.evaluated, subtrees_total=plan.considered,
+                 bound_violations=len(plan.bound_violations), lower_bound=rewards.lower_bound,
+                 root_gain=rewards.root_gain, root_noise=rewards.noise.get(0, 0.0))
     if plan.nodes and not rewards.significant:
-        return result((), 0.0, plan.evaluated, plan.considered,
-                      f"the best set's reward {plan.reward:.1f} falls to {rewards.lower_bound:.1f} at the "
-                      f"bootstrap's 5% quantile over the window's queries: not told apart from noise; no "
-                      f"reorganization{whole}", len(plan.bound_violations), rewards), model(new_subtrees)
-    chosen = [ChosenSubtree(tree.node_ids[i], rewards.leaf_ids[i], shape.blocks[i], shape.reads[i],
-                            (plan.rewards[i] + shape.blocks[i]) * settings.w / settings.q, plan.rewards[i],
-                            rewards.noise.get(i, 0.0))
-              for i in plan.nodes]
-    return (result(chosen, plan.reward, plan.evaluated, plan.considered, plan.reason + whole,
-                   len(plan.bound_violations), rewards), model(new_subtrees))
+        return replace(measured, chosen=(), reward=0.0, **found, reason=(
+            f"the best set's reward {plan.reward:.1f} falls to {rewards.lower_bound:.1f} at the bootstrap's 5% "
+            f"quantile over the window's queries: not told apart from noise; no reorganization{whole}"))
+    chosen = tuple(ChosenSubtree(tree.node_ids[i], rewards.leaf_ids[i], shape.blocks[i], shape.reads[i],
+                                 (plan.rewards[i] + shape.blocks[i]) * settings.w / settings.q, plan.rewards[i],
+                                 rewards.noise.get(i, 0.0))
+                   for i in plan.nodes)
+    return replace(measured, chosen=chosen, reward=plan.reward, **found, reason=plan.reason + whole)
+
+
+def rechoose(report: ShiftReport, settings: ShiftSettings, benefits_of=None, guard: bool = True) -> ShiftReport:
+    """The report's partitions decided again for other settings (q, w, pruning) on the B
+    already measured: each subtree's B is computed once, whichever searches ask for it.
+    `benefits_of(model)` gives other benefits to choose by (default: the measured ones;
+    None for a partition leaves it undecided, as measured); `guard`: the bootstrap's noise guard."""
+    partitions = []
+    for shift, model in zip(report.partitions, report.models):
+        benefits = model.benefits if benefits_of is None else benefits_of(model)
+        partitions.append(shift if benefits is None else
+                          _decided(shift, choose(benefits, settings, guard), model.tree, settings))
+    return replace(report, q=settings.q, w=settings.w, partitions=tuple(partitions),
+                   reason=_reason_of(partitions))
+
+
+def _reason_of(partitions: Sequence[PartitionShift]) -> str:
+    total = sum(p.reward for p in partitions)
+    if total <= 0:
+        return "no subtree has a positive reward: no reorganization"
+    return (f"reward {total:.1f}: reorganize {sum(len(p.chosen) for p in partitions)} subtrees "
+            f"({sum(p.blocks_chosen for p in partitions)} of {sum(p.blocks for p in partitions)} blocks)")
+
+
+def judged_on(model: PartitionModel, analyses: Sequence[QueryAnalysis], routes: Sequence[Route],
+              schema: Schema) -> SubtreeBenefits | None:
+    """B of each subtree realized on other queries than the window's (the shift benchmark's
+    oracle judges on its test queries): T' as the reorganization writes it (grown on the whole
+    window, `NewSubtrees.new_subtree`) on blocks simulated from the sample, against the router's
+    verdicts on the real blocks (`routes`: the analyses routed, diPs off). None when the
+    partition was not measured."""
+    if model.benefits is None or model.sample is None:
+        return None
+    new, table = model.new_subtrees, model.layout.version.table
+    queries = QueryLog((), tuple(analyses), len(analyses))
+    refs = _references(queries, table, schema.key_hops(), [c.predicate for c in model.cuts])
+    old = router_reads(routes, analyses, table, model.layout)
+    block_leaf = np.array([model.tree.leaf_of_block[b.block_id] for b in model.layout.blocks], dtype=np.int64)
+    leaf_ids = model.benefits.leaf_ids
+
+    def reads_before(i: int) -> np.ndarray:
+        return old[:, np.isin(block_leaf, leaf_ids[i])].sum(axis=1).astype(np.float64)
+
+    def per_query(i: int) -> np.ndarray:
+        rows = np.flatnonzero(np.isin(model.sample.vector, new.old.vector_indices(i)))
+        block, n_blocks = tree_blocks(new.new_subtree(i), model.sample, rows, int(model.settings["block_rows"]),
+                                      new.scale)
+        after = reads(refs, simulated_blocks(model.sample, new.vc.vectors, rows, block, n_blocks)).sum(axis=1)
+        return refs.per_query(reads_before(i) - after)
+
+    a = [float(reads_before(i).sum()) / max(1, len(analyses)) for i in range(len(leaf_ids))]
+    return SubtreeBenefits(new.old, model.benefits.shape.blocks, a, max(1, len(analyses)), per_query)
 
 
 def _subtree_blocks(old: OldSubtrees, tree: OldTree, sizes: dict[int, int]) -> list[int]:
