@@ -35,7 +35,8 @@ CHOSEN = "ti.xcom_pull(task_ids='choose_table')"
 def reorg_step(step: str, **kwargs):
     return spark_submit(step, "reorganize.py",
                         [step, "--table", "{{ %s['table'] }}" % CHOSEN, "--run-id", RUN_ID,
-                         "--q", "{{ %s['q'] }}" % CHOSEN, "--window-hours", "{{ params.window_hours }}"], **kwargs)
+                         "--q", "{{ %s['q'] }}" % CHOSEN, "--w", "{{ %s['w'] or '' }}" % CHOSEN,
+                         "--window-hours", "{{ %s['window_hours'] }}" % CHOSEN], **kwargs)
 
 
 with DAG(
@@ -58,16 +59,19 @@ with DAG(
 
     @task
     def choose_table(params: dict | None = None, triggering_asset_events=None) -> dict:
-        """The table and q: from the triggering shift event, else from the params."""
-        table, q = (params or {}).get("table") or "", (params or {}).get("q", 200)
+        """The table, q, w and window: from the triggering shift event (the monitor's settings, so
+        that the reorganization measures the shift it saw), else from the params (w: calibrated)."""
+        params = params or {}
+        table, q, w, hours = params.get("table") or "", params.get("q", 200), None, params.get("window_hours", 24)
         for events in (triggering_asset_events or {}).values():
             for event in events:
                 extra = event.extra or {}
                 if extra.get("table"):
-                    table, q = extra["table"], extra.get("q", q)
+                    table, q, w = extra["table"], extra.get("q", q), extra.get("w")
+                    hours = extra.get("window_hours", hours)
         if not table:
             raise ValueError("no table: trigger with the param `table`, or let a workload-shift event do it")
-        return {"table": table, "q": float(q)}
+        return {"table": table, "q": float(q), "w": None if w is None else float(w), "window_hours": float(hours)}
 
     @task
     def report(chosen: dict, dag=None, run_id=None) -> dict:

@@ -123,6 +123,11 @@ def partition_value(text: str, required: bool = False) -> str:
     return text
 
 
+def optional_float(text: str) -> float | None:
+    """A job argument that may be empty (a DAG's template of an unset param): None then."""
+    return float(text) if text.strip() else None
+
+
 def run_id(text: str) -> str:
     """A run id (it names a staging folder after `_` replaces unsafe characters)."""
     if not text or not text.strip() or len(text) > MAX_RUN_ID_CHARS or _CONTROL.search(text) \

@@ -22,9 +22,24 @@ every table reference, all 8 tables. It is measured on
 - full: after `run_in_process` with mto trained on the shift window's log for
   every table (also in a copy of the base catalog), its wall seconds measured.
 
-Reported per q: blocks rewritten of the base layout's blocks, re-optimization
-seconds (the plan_reorg step: measuring rewards and growing the new subtrees,
-nothing written), subtrees evaluated of all subtrees. Also the monitor's
+The shift is measured once on the base catalog (`reorg.shift.measure_shift`,
+every table, at the largest q). Each point, a q and a search of `--search`, is
+decided from that measurement (`reorg.shift.rechoose`: each subtree's B is
+computed once, whichever search asks for it) and its chosen subtrees written
+by the partial reorganization's steps in a copy of the base catalog; a point
+choosing the very subtrees another point wrote takes its numbers. Searches:
+`pruned` (MTO §5.1.3's, the one the DAG runs), `exact` (every subtree's B:
+the optimal set for that B), `oracle` (the optimal set by each subtree's gain
+on the test queries, `reorg.shift.judged_on`: how much a perfect B would
+recover). q = inf stands for q/w = INF_RATIO: writing as good as free.
+
+Reported per point: blocks rewritten of the base layout's blocks,
+re-optimization seconds (the shared measurement, the point's own decision and
+growing its new subtrees; an upper bound for all but the first search's
+largest q, since the measurement searched at the largest q), subtrees evaluated of
+all subtrees; and the curve of recovery against the fraction of blocks
+rewritten, in total and per table (`curve`, drawn beside the diagonal and MTO
+Table 5's fractions). Also the monitor's
 reward (`reorg.monitor.monitor_tables`, the workload monitor DAG's code) for
 a window of templates 1-11 (seed 4): the unchanged workload, which must not
 make it fire; and a gentle shift: the tables laid out (in a second catalog
@@ -425,6 +440,14 @@ def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float
                                  "reason": r.reason} for r in reports}}
 
 
+def with_written(decision: dict, written: dict) -> dict:
+    """A point's decision (`partial_reorganization(..., write=False)`) with what the point that
+    chose the same subtrees wrote: per table and in total, the WRITTEN numbers."""
+    tables = {t: {**numbers, **{k: written["reorganized"][t][k] for k in WRITTEN}}
+              for t, numbers in decision["reorganized"].items()}
+    return {**decision, **{k: written[k] for k in WRITTEN}, "reorganized": tables}
+
+
 def measure_all(spark, catalog, schema, q: float, w: float, prune: bool) -> tuple[dict, float]:
     """Every table's shift measured once on the catalog's window (star order): {table:
     ShiftReport} and the seconds it took. Every point of the benchmark is decided from these
@@ -458,9 +481,14 @@ def chosen_sets(reports: dict) -> tuple:
                         for t, r in reports.items() for p in r.partitions if p.chosen))
 
 
-def partial_reorganization(spark, catalog, schema, warehouse: Path, reports: dict, label: str) -> dict:
+WRITTEN = ("blocks_rewritten", "blocks_new", "plan_seconds", "seconds")  # per table: what writing gave
+
+
+def partial_reorganization(spark, catalog, schema, warehouse: Path, reports: dict, label: str,
+                           write: bool = True) -> dict:
     """Every table's chosen subtrees rewritten (star order) by the partial reorganization's
-    steps, from the decided reports; per table the decision's numbers and what was written."""
+    steps, from the decided reports; per table the decision's numbers and what was written
+    (nothing without `write`)."""
     # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.reorg.partial import reorganize_in_process
     from layout_core.flows.reorg.shift import ShiftSettings, old_tree  # pyspark, sqlglot and numpy as well
@@ -489,7 +517,7 @@ def partial_reorganization(spark, catalog, schema, warehouse: Path, reports: dic
                    "lower_bound": [p.lower_bound for p in parts],
                    "predicted_gain": round(sum(p.predicted_gain for p in parts), 4),
                    "plan_seconds": 0.0, "reason": report.reason}
-        if any(p.chosen for p in parts):
+        if write and any(p.chosen for p in parts):
             settings = ShiftSettings(q=report.q, w=report.w)
             done = reorganize_in_process(spark, catalog, schema, warehouse, table, f"shift-{label}", settings,
                                          report=report)
@@ -641,8 +669,12 @@ def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analys
                     reserve_block_id_gap(catalog, STAR_ORDER, len(written) + 1, label)
                     done = partial_reorganization(spark, catalog, schema, warehouse, reports, label)
                     written[sets] = {**router_reads(catalog, test, analyses, schema), **done}
-            point = {**written[sets], "q_over_w": "inf" if math.isinf(q) else round(q / w, 4),
-                     "blocks_total": sum(r["blocks_total"] for r in written[sets]["reorganized"].values()),
+            else:  # the decision's own numbers, what was written from the point that wrote it
+                with Catalog(f"sqlite:///{base}") as catalog:
+                    done = partial_reorganization(spark, catalog, schema, warehouse, reports, label, write=False)
+                done = with_written(done, written[sets])
+            point = {**written[sets], **done, "q_over_w": "inf" if math.isinf(q) else round(q / w, 4),
+                     "blocks_total": sum(r["blocks_total"] for r in done["reorganized"].values()),
                      "decide_seconds": decide_seconds, "measure_seconds": measure_seconds}
             # an upper bound for all but the first search: the measurement searched at the largest q
             point["reoptimize_seconds"] = round(measure_seconds + decide_seconds + point["plan_seconds"], 2)

@@ -243,6 +243,25 @@ class TemplateSkipping:
 
 
 @dataclass(frozen=True)
+class DaySkipping:
+    """One UTC day of a table's routed scans (scans read in full are not among them)."""
+
+    date: str  # ISO date
+    scans: int
+    blocks_read: int
+    blocks_total: int
+
+    @property
+    def per_scan(self) -> float:
+        """Blocks an average scan read that day."""
+        return self.blocks_read / self.scans if self.scans else 0.0
+
+    @property
+    def skipped(self) -> float:
+        return 1 - self.blocks_read / self.blocks_total if self.blocks_total else 0.0
+
+
+@dataclass(frozen=True)
 class TableSkipping:
     """How the queries of a period read one table: scans of its layout (one per
     table reference), blocks read against blocks there, and per template."""
@@ -256,7 +275,7 @@ class TableSkipping:
     rows_read: int
     rows_total: int
     templates: tuple[TemplateSkipping, ...] = ()
-    daily: tuple[tuple[str, int, int], ...] = ()  # (UTC date, blocks read, blocks total)
+    daily: tuple[DaySkipping, ...] = ()  # oldest first
 
     @property
     def skipped(self) -> float:
@@ -271,7 +290,8 @@ class TableSkipping:
                 "templates": [{"fingerprint": t.fingerprint, "example": t.example, "queries": t.queries,
                                "blocks_read": t.blocks_read, "blocks_total": t.blocks_total,
                                "skipped": round(t.skipped, 4)} for t in self.templates],
-                "daily": [{"date": d, "blocks_read": r, "blocks_total": n} for d, r, n in self.daily]}
+                "daily": [{"date": d.date, "scans": d.scans, "blocks_read": d.blocks_read,
+                           "blocks_total": d.blocks_total} for d in self.daily]}
 
 
 @dataclass
@@ -284,7 +304,7 @@ class _Tally:
     rows_read: int = 0
     rows_total: int = 0
     templates: dict = field(default_factory=dict)  # fingerprint -> [example, query ids, read, total]
-    daily: dict = field(default_factory=dict)  # date -> [read, total]
+    daily: dict = field(default_factory=dict)  # date -> [scans, read, total]
 
 
 def summarize_history(queries: Iterable[QueryRecord]) -> list[TableSkipping]:
@@ -308,9 +328,10 @@ def summarize_history(queries: Iterable[QueryRecord]) -> list[TableSkipping]:
             template[1].add(key)
             template[2] += read.blocks_read
             template[3] += read.blocks_total
-            day = t.daily.setdefault(query.ts.astimezone(dt.timezone.utc).date().isoformat(), [0, 0])
-            day[0] += read.blocks_read
-            day[1] += read.blocks_total
+            day = t.daily.setdefault(query.ts.astimezone(dt.timezone.utc).date().isoformat(), [0, 0, 0])
+            day[0] += 1
+            day[1] += read.blocks_read
+            day[2] += read.blocks_total
     out = []
     for table in sorted(tallies):
         t = tallies[table]
@@ -318,5 +339,5 @@ def summarize_history(queries: Iterable[QueryRecord]) -> list[TableSkipping]:
                            key=lambda s: (-s.blocks_read, s.fingerprint))
         out.append(TableSkipping(table, len(t.queries), t.scans, t.read_in_full, t.blocks_read, t.blocks_total,
                                  t.rows_read, t.rows_total, tuple(templates),
-                                 tuple((d, r, n) for d, (r, n) in sorted(t.daily.items()))))
+                                 tuple(DaySkipping(d, *numbers) for d, numbers in sorted(t.daily.items()))))
     return out

@@ -102,6 +102,24 @@ def test_the_targets_by_q_over_w_and_the_curve_per_table():
     assert c["exact"][0]["tables"]["lineitem"] == {"fraction": 0.375, "recovery": 1.1667}
 
 
+def test_a_point_that_chose_written_subtrees_keeps_its_own_decision():
+    """Exact and pruned chose the same subtrees: the second point is not written again, its
+    blocks rewritten come from the first, its subtrees evaluated stay its own."""
+    written = {"blocks_rewritten": 12, "blocks_new": 10, "plan_seconds": 3.0, "seconds": 40.0,
+               "subtrees_evaluated": 9, "reorganized": {"lineitem": {
+                   "blocks_rewritten": 12, "blocks_new": 10, "plan_seconds": 3.0, "seconds": 40.0,
+                   "subtrees_evaluated": 9, "reward": 5.0}}}
+    decision = {"blocks_rewritten": 0, "blocks_new": 0, "plan_seconds": 0.0, "seconds": 0.1,
+                "subtrees_evaluated": 85, "reorganized": {"lineitem": {
+                    "blocks_rewritten": 0, "blocks_new": 0, "plan_seconds": 0.0, "seconds": 0.1,
+                    "subtrees_evaluated": 85, "reward": 6.5}}}
+    point = shift.with_written(decision, written)
+    assert point["subtrees_evaluated"] == 85 and point["reorganized"]["lineitem"]["subtrees_evaluated"] == 85
+    assert point["reorganized"]["lineitem"]["reward"] == 6.5
+    assert (point["blocks_rewritten"], point["blocks_new"], point["seconds"]) == (12, 10, 40.0)
+    assert point["reorganized"]["lineitem"]["blocks_rewritten"] == 12
+
+
 def test_the_root_check_compares_predicted_and_realized_gain_per_window_query():
     r = _result()
     r.update({"window_queries": 10, "test_queries": 20, "w": 100.0,

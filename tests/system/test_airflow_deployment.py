@@ -22,6 +22,7 @@ import urllib.request
 
 import pytest
 
+from tests.helpers.deployment import http_get, wait_for_runs
 from tests.helpers.tpch_layouts import lineitem_1995_conf, write_landing_day
 
 pytestmark = pytest.mark.slow
@@ -152,30 +153,9 @@ class Chromium:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def _get(url: str, headers: dict) -> tuple[int, bytes, str]:
-    """(status, body, content type) of a GET, without a proxy."""
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(urllib.request.Request(url, headers=headers), timeout=60) as response:
-            return response.status, response.read(), response.headers.get("Content-Type", "")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read(), e.headers.get("Content-Type", "")
-
-
 def _png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:16]
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-
-
-@pytest.fixture
-def metadata_url():
-    """A fresh PostgreSQL database for Airflow's metadata, dropped afterwards."""
-    from layout_core.airflow.deployment import PG_SERVER, pg_error, scratch_database
-
-    if error := pg_error(PG_SERVER):
-        pytest.skip(f"a real Airflow deployment needs PostgreSQL at {PG_SERVER}: {error}")
-    with scratch_database(PG_SERVER) as url:
-        yield url
 
 
 def test_a_deployment_runs_the_nightly_dag_by_its_schedule_and_backfills_past_days(
@@ -281,19 +261,6 @@ def test_a_deployment_runs_the_nightly_dag_by_its_schedule_and_backfills_past_da
         assert catalog.versions("lineitem", day_before) == []
 
 
-def wait_for_runs(airflow, dag_id: str, run_type: str, count: int, timeout: float) -> list[dict]:
-    """The DAG's runs of one type (scheduled, backfill, manual) once there are `count`, by
-    the REST API."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status, body = airflow.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?run_type={run_type}")
-        assert status == 200, body
-        if len(body["dag_runs"]) >= count or time.monotonic() > deadline:
-            assert len(body["dag_runs"]) == count, body["dag_runs"]
-            return body["dag_runs"]
-        time.sleep(2)
-
-
 def wait_for_task_log(airflow, dag_id: str, run_id: str, task_id: str, text: str, timeout: float) -> None:
     """Wait until the log of the task's first attempt holds `text`."""
     log = airflow.run_log_folder(dag_id, run_id) / f"task_id={task_id}" / "attempt=1.log"
@@ -324,25 +291,25 @@ def check_layouts_pages(airflow, run_id: str, tmp_path) -> None:
              run_path.replace("/run?", "/plot/run-seconds.png?"))
     for path in pages:  # no token, a bad one, a bad cookie
         for headers in ({}, {"Authorization": "Bearer not-a-jwt"}, {"Cookie": "_token=not-a-jwt"}):
-            status, body, _ = _get(airflow.url + path, headers)
+            status, body, _ = http_get(airflow.url + path, headers)
             assert status in (401, 403), (path, headers, status)
             assert b"lineitem" not in body
     bearer = {"Authorization": f"Bearer {airflow.token()}"}
     cookie = {"Cookie": f"_token={airflow.token()}"}
-    status, body, kind = _get(airflow.url + "/layouts/", bearer)
+    status, body, kind = http_get(airflow.url + "/layouts/", bearer)
     page = body.decode()
     assert status == 200 and kind.startswith("text/html"), (status, page[:500])
     assert "Table <code>lineitem</code>" in page and "qdtree" in page and "state-active" in page
     assert "sqlite" not in page and str(tmp_path) not in page  # no connection string, no local paths
-    status, body, _ = _get(airflow.url + run_path, cookie)  # the UI's cookie works as well
+    status, body, _ = http_get(airflow.url + run_path, cookie)  # the UI's cookie works as well
     page = body.decode()
     assert status == 200, page[:500]
     assert all(f"<td>{step}</td>" in page for step in STEPS), page
     assert "passed" in page and "Catalog version" in page
     for path in pages[2:]:
-        status, body, kind = _get(airflow.url + path, bearer)
+        status, body, kind = http_get(airflow.url + path, bearer)
         assert status == 200, (path, body[:300])
-    status, body, kind = _get(airflow.url + pages[3], bearer)
+    status, body, kind = http_get(airflow.url + pages[3], bearer)
     assert kind == "image/png" and _png_size(body)[0] > 300
 
     # the tables page as a browser shows it, authenticated by the UI's cookie; then the

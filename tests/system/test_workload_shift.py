@@ -12,7 +12,14 @@ from layout_core.algorithms.types import VectorCounts
 from layout_core.base.schema import load_schema
 from layout_core.catalog import ActiveLayout, BlockRecord, QueryRecord, TreeNodeRecord, VersionInfo
 from layout_core.flows.reorg.monitor import asset_extra, report_path
-from layout_core.flows.reorg.shift import ShiftSettings, old_tree, partition_rewards, window_queries
+from layout_core.flows.reorg.shift import (
+    ShiftSettings,
+    SubtreeBenefits,
+    choose,
+    old_tree,
+    partition_rewards,
+    window_queries,
+)
 from layout_core.flows.reorg.simulated_reads import ColumnValues, OutOfSampleGain, References, SampledRows
 from layout_core.flows.reorg.subtrees import old_subtrees
 from layout_core.predicates import Compare
@@ -124,6 +131,33 @@ def test_rewards_pick_the_subtree_whose_queries_a_new_tree_would_serve_better():
     assert rewards.plan.nodes == () and rewards.plan.evaluated == 0 and rewards.lower_bound is None
 
 
+def test_each_subtree_is_measured_once_however_many_searches_decide():
+    """A root over two leaves, C = 4, 2, 2 blocks; four queries each gain 1 block on the root
+    and on leaf 1, none on leaf 2 (A = 2, 2, 0). R = (q/w)·B - C:
+    q/w 4: root 0, leaf 1 2 -> {leaf 1}, reward 2; q/w 10: root 6, leaf 1 8 -> {leaf 1}, 8;
+    q/w 1.5: leaf 1 -0.5 -> nothing. Whatever the q/w and the search, each node's gains are
+    computed once."""
+    _, _, old = _two_leaf_partition()
+    calls = []
+    gains = {0: np.ones(4), 1: np.ones(4), 2: np.zeros(4)}
+
+    def per_query(i):
+        calls.append(i)
+        return gains[i]
+
+    benefits = SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, per_query)
+    found = {}
+    for q, prune in ((400, True), (1000, False), (1000, True), (150, False)):
+        rewards = choose(benefits, ShiftSettings(q=q, w=100, prune=prune))
+        found[(q, prune)] = (rewards.plan.nodes, round(rewards.plan.reward, 6))
+    assert found == {(400, True): ((1,), 2.0), (1000, False): ((1,), 8.0), (1000, True): ((1,), 8.0),
+                     (150, False): ((), 0.0)}
+    assert sorted(calls) == [0, 1, 2]
+    # Without the guard (the benchmark's oracle) the set stands on its reward alone.
+    unguarded = choose(benefits, ShiftSettings(q=400, w=100), guard=False)
+    assert unguarded.lower_bound == pytest.approx(2.0) and unguarded.significant
+
+
 def test_shift_settings_refuse_nonsense():
     for bad in ({"q": 0}, {"w": -1}, {"window_hours": 0}, {"min_references": 0}):
         with pytest.raises(ValueError):
@@ -131,7 +165,8 @@ def test_shift_settings_refuse_nonsense():
 
 
 def test_the_asset_extra_is_small_and_names_the_subtrees(tmp_path):
-    table = {"table": "lineitem", "reward": 29.1, "window": ["a", "b"], "q": 1000, "w": 100, "references": 96,
+    table = {"table": "lineitem", "reward": 29.1, "window": ["2026-11-24T10:00:00+00:00", "2026-11-25T16:00:00+00:00"],
+             "q": 1000, "w": 2.5, "references": 96,
              "partitions": [{"partition": "", "version": 1, "subtrees_evaluated": 21, "subtrees_total": 49,
                              "chosen": [{"node": 2, "leaves": [0, 1, 2], "blocks": 15, "reads": 10.3,
                                          "benefit": 2.7, "reward": 12.0}]}]}
@@ -139,6 +174,8 @@ def test_the_asset_extra_is_small_and_names_the_subtrees(tmp_path):
     assert extra["subtrees"] == [{"partition": "", "version": 1, "node": 2, "blocks": 15, "reward": 12.0}]
     assert extra["table"] == "lineitem" and extra["reward"] == 29.1 and json.dumps(extra)
     assert (extra["subtrees_evaluated"], extra["subtrees_total"]) == (21, 49)
+    # the reorganization it triggers measures again with the monitor's q, w and window length
+    assert (extra["q"], extra["w"], extra["window_hours"]) == (1000, 2.5, 30.0)
     assert report_path(tmp_path, "layout_workload_monitor__manual__2026-11-25T10:00:00+00:00").parent.name == (
         "layout_workload_monitor__manual__2026-11-25T10_00_00_00_00")
 

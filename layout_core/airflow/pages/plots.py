@@ -64,11 +64,11 @@ def _skipping_series(report: SkippingReport, table) -> tuple[list[dt.datetime], 
     first, last = (dt.datetime.combine(t.astimezone(dt.timezone.utc).date(), dt.time())
                    for t in (report.since, report.until))
     days = [first + dt.timedelta(days=n) for n in range((last - first).days + 1)]
-    by_day = {d: (r, n) for d, r, n in table.daily}
+    by_day = {d.date: d for d in table.daily}
     shares = []
     for day in days:
-        read, total = by_day.get(day.date().isoformat(), (0, 0))
-        shares.append(1 - read / total if total else math.nan)
+        seen = by_day.get(day.date().isoformat())
+        shares.append(seen.skipped if seen is not None and seen.blocks_total else math.nan)
     return days, shares
 
 

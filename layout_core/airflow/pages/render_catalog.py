@@ -153,6 +153,7 @@ def render_skipping(report: SkippingReport, base: str = "") -> str:
         if t.daily:
             plot = href(base, '/plot/skipping.png', days=report.days, table=t.table)
             parts.append(f"<p class=\"note\"><a href=\"{plot}\">Daily share of blocks skipped (plot)</a></p>")
+            parts.append(_days_table(t.daily))
         shown = t.templates[:TOP_TEMPLATES]
         parts.append(f"<h3>{'The template' if len(shown) == 1 else f'The {len(shown)} templates'} that read the "
                      f"most blocks{'' if len(t.templates) == len(shown) else f', of {len(t.templates)}'}</h3>"
@@ -166,6 +167,16 @@ def render_skipping(report: SkippingReport, base: str = "") -> str:
                          f"<td>{_short_sql(tpl.example)}</td></tr>")
         parts.append("</table>")
     return page("Skipping", "".join(parts) + _recent(report, base), base)
+
+
+def _days_table(daily) -> str:
+    """Per UTC day, newest first: its routed scans and the blocks an average one read (a
+    re-layout shows as the figure falling from one day to the next)."""
+    rows = "".join(f"<tr><td>{escape(d.date)}</td><td class=\"n\">{format_number(d.scans)}</td>"
+                   f"<td class=\"n\">{d.per_scan:.1f}</td><td class=\"n\">{_share(d.blocks_read, d.blocks_total)}</td>"
+                   "</tr>" for d in reversed(daily))
+    return ("<table class=\"days\"><tr><th>day (UTC)</th><th>scans</th><th>blocks read per scan</th>"
+            f"<th>skipped</th></tr>{rows}</table>")
 
 
 def _recent(report: SkippingReport, base: str) -> str:

@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--table", required=True)
     p.add_argument("--run-id", required=True, help="Airflow run id: retries of a run share its outputs")
     p.add_argument("--q", type=float, default=ShiftSettings.q, help="queries expected before the next shift")
-    p.add_argument("--w", type=float, default=None,
+    p.add_argument("--w", type=params.optional_float, default=None,
                    help="cost of writing a block in block reads (default: `layout calibrate`'s, else 100)")
     p.add_argument("--window-hours", type=float, default=ShiftSettings.window_hours)
     p.add_argument("--warehouse", help="warehouse root (default LAYOUT_WAREHOUSE)")

@@ -65,9 +65,12 @@ def read_report(path: Path) -> dict:
 
 
 def asset_extra(table_report: dict) -> dict:
-    """What the Asset event of a shifted table carries (small: Airflow stores it)."""
+    """What the Asset event of a shifted table carries (small: Airflow stores it). The
+    reorganization it triggers measures again with its q, w and window length."""
+    start, end = (dt.datetime.fromisoformat(t) for t in table_report["window"])
     return {
         "table": table_report["table"], "reward": table_report["reward"], "window": table_report["window"],
+        "window_hours": round((end - start).total_seconds() / 3600, 6),
         "q": table_report["q"], "w": table_report["w"], "references": table_report["references"],
         "subtrees": [{"partition": p["partition"], "version": p["version"], "node": c["node"],
                       "blocks": c["blocks"], "reward": c["reward"]}
@@ -83,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tables", default="", help="comma-separated tables (default: every laid-out table)")
     p.add_argument("--run-id", required=True, help="Airflow run id: the report goes to <warehouse>/_monitor/<run id>/")
     p.add_argument("--q", type=float, default=ShiftSettings.q, help="queries expected before the next shift")
-    p.add_argument("--w", type=_optional_float, default=None,
+    p.add_argument("--w", type=params.optional_float, default=None,
                    help="cost of writing a block, in block reads (default: `layout calibrate`'s, else 100)")
     p.add_argument("--window-hours", type=float, default=ShiftSettings.window_hours)
     p.add_argument("--min-references", type=int, default=ShiftSettings.min_references)
@@ -91,10 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--catalog", help="catalog URL (default LAYOUT_CATALOG_URL)")
     p.add_argument("--schema", help="schema name or file (default LAYOUT_SCHEMA or tpch)")
     return p
-
-
-def _optional_float(text: str) -> float | None:
-    return float(text) if text.strip() else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -261,7 +261,8 @@ def test_the_skipping_page_without_history_says_no_queries_were_routed(catalog_u
 
 
 def test_the_skipping_page_shows_the_query_history_per_table_and_template(catalog_url, warehouse):
-    _record_history(catalog_url, dt.datetime.now(dt.timezone.utc))
+    now = dt.datetime.now(dt.timezone.utc)
+    _record_history(catalog_url, now)
     client = _client(catalog_url, warehouse)
     response = client.get("/skipping")
     assert response.status_code == 200
@@ -286,6 +287,13 @@ def test_the_skipping_page_shows_the_query_history_per_table_and_template(catalo
                      r"<td class=\"n\">1 of 5 blocks</td><td class=\"n\">80.0%</td>", orders)
     # the query older than the window is nowhere
     assert "l_quantity &lt; 40" not in page and "7 of 8" not in text
+    # lineitem per day, newest first: its routed scans (1 of 4 blocks an hour ago, 2 of 4 two days
+    # ago; the join's scan read in full is not one) and the blocks an average one read
+    days = re.search(r'<table class="days">(.*?)</table>', lineitem).group(1)
+    assert re.findall(r"<tr><td>([\d-]+)</td><td class=\"n\">(.*?)</td><td class=\"n\">(.*?)</td>"
+                      r"<td class=\"n\">(.*?)</td></tr>", days) == [
+        ((now - dt.timedelta(hours=1)).date().isoformat(), "1", "1.0", "75.0%"),
+        ((now - dt.timedelta(days=2)).date().isoformat(), "1", "2.0", "50.0%")]
     # the plot of the window, and one per table
     assert 'src="/plot/skipping.png?days=7"' in page
     assert 'href="/plot/skipping.png?days=7&amp;table=lineitem"' in page

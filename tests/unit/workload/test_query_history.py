@@ -228,6 +228,11 @@ def test_summary_counts_scans_templates_and_days():
     assert lineitem.skipped == pytest.approx(14 / 30)
     assert [(t.fingerprint, t.queries, t.blocks_read, t.example) for t in lineitem.templates] == [
         ("b", 1, 10, "q b"), ("a", 2, 6, "q a 2")]
-    assert lineitem.daily == (("2026-11-01", 2, 10), ("2026-11-02", 14, 20))
+    # per day its routed scans (the scan read in full is not one): 2 blocks of 10 in one scan, then
+    # 4 and 10 of 10 each in two
+    assert [(d.date, d.scans, d.blocks_read, d.blocks_total) for d in lineitem.daily] == [
+        ("2026-11-01", 1, 2, 10), ("2026-11-02", 2, 14, 20)]
+    assert (lineitem.daily[0].per_scan, lineitem.daily[1].per_scan) == (2.0, 7.0)
+    assert lineitem.daily[1].skipped == pytest.approx(0.3)
     assert (orders.queries, orders.blocks_read, orders.blocks_total) == (1, 1, 4)
     assert summarize_history([]) == []
