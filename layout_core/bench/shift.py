@@ -736,6 +736,13 @@ def _chart(path: Path, r: dict) -> None:
     ax.set_ylabel(f"blocks read (test queries: {r['scenario']['new']})", fontsize=8)
     ax.set_title(f"Workload shift, TPC-H SF {r['scale_factor']}: partial reorganization (w = {r['w']:g}) "
                  "vs full re-layout", fontsize=9)
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    # pyplot only when a chart is drawn (after the Agg backend is chosen)
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -785,10 +792,7 @@ def _curve_chart(path: Path, r: dict) -> None:
     axes[0].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"Workload shift ({r['scenario']['name']}), TPC-H SF {r['scale_factor']}, w = {r['w']:g}: "
                  "partial reorganization per q/w (labels)", fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _fmt(value, digits: int = 3) -> str:
