@@ -273,23 +273,28 @@ class SubtreeBenefits:
     """B per subtree of one partition, each computed once, however many searches ask.
 
     per_query(i) -> the gain of subtree i per query of the log it is judged on;
-    noise(i) -> its noise floor (0 without one). B(i) = max(0, mean gain - noise).
+    floor_per_query(i) -> the same on the layout's own training log (None: no noise floor);
+    noise(i), the floor, is the mean of that, at least 0. B(i) = max(0, mean gain - noise).
     `choose` runs the search on it; the shift benchmark runs it again for other
     q/w and with and without pruning, on the same measurements."""
 
     def __init__(self, subtrees: OldSubtrees, blocks: Sequence[int], reads_now: Sequence[float], queries: int,
-                 per_query, noise=lambda i: 0.0) -> None:
+                 per_query, floor_per_query=None) -> None:
         self.shape = SubtreeShape(subtrees.children, tuple(int(b) for b in blocks), tuple(reads_now))
         self.leaf_ids = subtree_leaf_ids(subtrees)
         self.queries = queries
-        self._per_query, self._noise = per_query, noise
+        self._per_query, self._floor_per_query = per_query, floor_per_query
         self.gains: dict[int, np.ndarray] = {}
+        self.floor_gains: dict[int, np.ndarray] = {}  # per node, per query of the training log
         self.noise: dict[int, float] = {}
 
     def benefit(self, i: int) -> float:
         if i not in self.gains:
             self.gains[i] = self._per_query(i)
-            self.noise[i] = self._noise(i)
+            if self._floor_per_query is not None:
+                self.floor_gains[i] = self._floor_per_query(i)
+            floor = self.floor_gains.get(i)
+            self.noise[i] = max(0.0, float(floor.mean())) if floor is not None and floor.size else 0.0
         return max(0.0, float(self.gains[i].sum()) / self.queries - self.noise[i])
 
     @classmethod
@@ -306,13 +311,10 @@ class SubtreeBenefits:
         def per_query(i: int) -> np.ndarray:
             return window.per_query(subtrees.vector_indices(i), leaf_ids[i])
 
-        def noise(i: int) -> float:
-            if training is None:
-                return 0.0
-            gain = training.per_query(subtrees.vector_indices(i), leaf_ids[i])
-            return max(0.0, float(gain.sum()) / training.refs.queries)
+        def floor_per_query(i: int) -> np.ndarray:
+            return training.per_query(subtrees.vector_indices(i), leaf_ids[i])
 
-        return cls(subtrees, blocks, reads_now, queries, per_query, noise)
+        return cls(subtrees, blocks, reads_now, queries, per_query, None if training is None else floor_per_query)
 
 
 def partition_rewards(subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
@@ -330,8 +332,9 @@ def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = Tru
     """The best set of non-overlapping subtrees for q and w (`reorg.optimal_set`).
 
     With `guard`, the set is kept only when its reward is positive at the
-    bootstrap's 5% quantile over the queries: a reward that resampling the
-    window can take to 0 is noise, not shift."""
+    bootstrap's 5% quantile, resampling the window's queries and, apart, the
+    training log's that give the noise floor: a reward that resampling can
+    take to 0 is noise, not shift."""
     shape = benefits.shape
     plan = optimal_set(shape, benefits.benefit, settings.q, settings.w, prune=settings.prune)
     benefits.benefit(0)  # the root's B is reported whatever the search visited
@@ -339,9 +342,10 @@ def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = Tru
     if plan.nodes and guard:
         ratio = settings.q / settings.w
         chosen_gain = sum(benefits.gains[i] for i in plan.nodes)
-        floor = sum(benefits.noise[i] for i in plan.nodes)
+        floors = [benefits.floor_gains[i] for i in plan.nodes if i in benefits.floor_gains]
         cost = sum(shape.blocks[i] for i in plan.nodes)
-        lower = bootstrap_lower_bound(chosen_gain, lambda mean: ratio * (mean - floor) - cost)
+        lower = bootstrap_lower_bound(chosen_gain, lambda net: ratio * net - cost,
+                                      floor=np.array(floors) if floors else None)
     elif plan.nodes:
         lower = plan.reward
     return PartitionRewards(plan, shape, benefits.leaf_ids, dict(benefits.noise), lower,

@@ -354,13 +354,20 @@ class OutOfSampleGain:
 
 
 def bootstrap_lower_bound(per_query: np.ndarray, statistic, resamples: int = 1000, level: float = 0.05,
-                          seed: int = 0) -> float:
-    """The `level` quantile of statistic(mean of a resample of per_query), resampling queries
-    with replacement (seeded: the same log gives the same bound)."""
+                          seed: int = 0, floor: np.ndarray | None = None) -> float:
+    """The `level` quantile of statistic(x) over resamples of the queries (with replacement;
+    seeded: the same logs give the same bound). x is the resample's mean of `per_query`, less,
+    with `floor` ((k, n) per-query gains of k subtrees on a second log: the noise floor), the sum
+    over its rows of max(0, mean) on an independent resample of that log's queries: the floor
+    is measured on a sample too, and a bound that took it as exact would fire on noise."""
     per_query = np.asarray(per_query, dtype=np.float64)
     if per_query.size == 0:
         return float(statistic(0.0))
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, per_query.size, size=(resamples, per_query.size))
-    means = per_query[picks].mean(axis=1)
-    return float(np.quantile([statistic(m) for m in means], level))
+    values = per_query[picks].mean(axis=1)
+    if floor is not None and np.asarray(floor).size:
+        floor = np.atleast_2d(np.asarray(floor, dtype=np.float64))
+        floor_picks = rng.integers(0, floor.shape[1], size=(resamples, floor.shape[1]))
+        values = values - np.maximum(0.0, floor[:, floor_picks].mean(axis=2)).sum(axis=0)
+    return float(np.quantile([statistic(v) for v in values], level))

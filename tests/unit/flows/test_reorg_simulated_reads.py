@@ -143,6 +143,20 @@ def test_the_bootstrap_bound_is_below_the_mean_and_zero_spread_gives_the_mean():
     assert bootstrap_lower_bound(gains, lambda m: 3 * m - 1) == pytest.approx(3 * low - 1)
 
 
+def test_the_noise_floor_is_resampled_too():
+    """Window gains of 2 blocks per query for every query; a floor measured on another log:
+    constant 0.5 (and a second subtree's -1: a floor is never below 0) takes 0.5 off exactly;
+    a floor of mean 0.5 carried by a tenth of its queries takes more off at the 5% quantile,
+    since resampling that log can make its mean larger."""
+    window = np.full(40, 2.0)
+    steady = np.array([np.full(30, 0.5), np.full(30, -1.0)])
+    assert bootstrap_lower_bound(window, lambda net: net, floor=steady) == pytest.approx(1.5)
+    lumpy = np.array([[5.0] * 3 + [0.0] * 27])  # mean 0.5
+    low = bootstrap_lower_bound(window, lambda net: net, floor=lumpy)
+    assert low < 1.5 - 0.2
+    assert bootstrap_lower_bound(window, lambda net: net, floor=np.zeros((0, 30))) == pytest.approx(2.0)
+
+
 def test_a_long_training_log_is_kept_as_an_even_spread():
     from layout_core.flows.nightly.artifacts import spread, training_log_record
 
