@@ -664,14 +664,16 @@ def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analys
             reports, decide_seconds = decided(measured, setting(q), w, search, oracle_of)
             sets = chosen_sets(reports)
             label = f"{search}-q{q:g}"
-            if sets not in written:
+            if sets and sets not in written:
                 with Catalog(f"sqlite:///{copy_catalog(base, runs / f'{label}.db')}") as catalog:
                     reserve_block_id_gap(catalog, STAR_ORDER, len(written) + 1, label)
                     done = partial_reorganization(spark, catalog, schema, warehouse, reports, label)
                     written[sets] = {**router_reads(catalog, test, analyses, schema), **done}
-            else:  # the decision's own numbers, what was written from the point that wrote it
+            else:  # the decision's own numbers; what was written, from the point that wrote it
                 with Catalog(f"sqlite:///{base}") as catalog:
                     done = partial_reorganization(spark, catalog, schema, warehouse, reports, label, write=False)
+                    if sets not in written:  # nothing chosen: the old layout, as it reads
+                        written[sets] = {**router_reads(catalog, test, analyses, schema), **done}
                 done = with_written(done, written[sets])
             point = {**written[sets], **done, "q_over_w": "inf" if math.isinf(q) else round(q / w, 4),
                      "blocks_total": sum(r["blocks_total"] for r in done["reorganized"].values()),
