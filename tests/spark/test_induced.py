@@ -65,3 +65,26 @@ def test_the_keys_of_many_cuts_come_from_one_pass_and_equal_each_cuts_own(spark,
     assert [set(k) for k in keys] == expected and all(expected)
     assert set(literal_keys(tables, CUTS[1])) == expected[1]
     assert literal_keys_of(tables, []) == []
+
+
+@pytest.mark.timeout(300, method="thread")  # the old planning hang blocks in Py4J: only a thread timer ends it
+def test_the_keys_of_thirty_cuts_through_two_hops(spark, tpch_views):
+    """lineitem's suppliers by nation, as a window of TPC-H 12-22 gives them: 25 such cuts once
+    never finished planning (a filter OR-ing their flags sent constraint propagation into
+    exponential time). 30 cuts `s_nationkey IN (SELECT n_nationkey FROM nation WHERE n_name
+    < X)` / `= X`; each cut's keys are the suppliers Spark's own SQL finds."""
+    from layout_core.spark.induced import literal_keys_of
+
+    s_l = Hop("supplier", "s_suppkey", "lineitem", "l_suppkey")
+    n_s = Hop("nation", "n_nationkey", "supplier", "s_nationkey")
+    names = sorted(r[0] for r in spark.table("nation").select("n_name").collect())[:15]
+    name = Column("n_name", "string")
+    cuts = [JoinInduced((n_s, s_l), Compare(name, op, n)) for n in names for op in ("<", "=")]
+    tables = {t: spark.table(t) for t in ("nation", "supplier")}
+    keys = literal_keys_of(tables, cuts)
+    for cut, got in zip(cuts, keys):
+        nations = f"SELECT n_nationkey FROM nation WHERE {to_sql(cut.source)}"
+        expected = {r[0] for r in spark.table("supplier").where(f"s_nationkey IN ({nations})")
+                    .select("s_suppkey").collect()}
+        assert set(got) == expected, to_sql(cut)
+    assert len(keys) == 30 and sum(1 for k in keys if len(k)) >= 29  # only n_name < the first name is empty
