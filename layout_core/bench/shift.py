@@ -573,7 +573,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
     base = runs / "base.db"
     result: dict = {"scenario": {"name": shift.name, "old": shift.old_label, "new": shift.new_label},
                     "scale_factor": sf, "block_rows": block_rows, "per_template": per_template, "w": w,
-                    "searches": list(searches), "prune": searches[0] == "pruned",
+                    "searches": list(searches),
                     "train_queries": len(train), "window_queries": len(window), "test_queries": len(test),
                     "blocks_read_of": "every table reference of the test queries, all 8 tables, diPs off"}
     # The JVM options of the DAGs' Spark jobs (local_session's defaults: the C1 JIT only),

@@ -229,6 +229,11 @@ def _sql_statements(text: str, now: dt.datetime) -> tuple[list, list[BadLine]]:
 # Summaries
 
 
+def skipped_share(read: int, total: int) -> float:
+    """The share of `total` blocks not read (0 when there were none)."""
+    return 1 - read / total if total else 0.0
+
+
 @dataclass(frozen=True)
 class TemplateSkipping:
     fingerprint: str
@@ -239,7 +244,7 @@ class TemplateSkipping:
 
     @property
     def skipped(self) -> float:
-        return 1 - self.blocks_read / self.blocks_total if self.blocks_total else 0.0
+        return skipped_share(self.blocks_read, self.blocks_total)
 
 
 @dataclass(frozen=True)
@@ -258,7 +263,7 @@ class DaySkipping:
 
     @property
     def skipped(self) -> float:
-        return 1 - self.blocks_read / self.blocks_total if self.blocks_total else 0.0
+        return skipped_share(self.blocks_read, self.blocks_total)
 
 
 @dataclass(frozen=True)
@@ -280,7 +285,7 @@ class TableSkipping:
     @property
     def skipped(self) -> float:
         """The share of the layout's blocks the scans did not read."""
-        return 1 - self.blocks_read / self.blocks_total if self.blocks_total else 0.0
+        return skipped_share(self.blocks_read, self.blocks_total)
 
     def to_json(self) -> dict:
         return {"table": self.table, "queries": self.queries, "scans": self.scans,

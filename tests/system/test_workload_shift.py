@@ -17,7 +17,6 @@ from layout_core.flows.reorg.shift import (
     SubtreeBenefits,
     choose,
     old_tree,
-    partition_rewards,
     window_queries,
 )
 from layout_core.flows.reorg.simulated_reads import ColumnValues, OutOfSampleGain, References, SampledRows
@@ -118,16 +117,18 @@ def test_rewards_pick_the_subtree_whose_queries_a_new_tree_would_serve_better():
     sample, vc, old = _two_leaf_partition()
     blocks = [4, 2, 2]
     for prune in (True, False):
-        rewards = partition_rewards(old, blocks, _gain(sample, vc), None, ShiftSettings(q=400, w=100, prune=prune))
+        benefits = SubtreeBenefits.out_of_sample(old, blocks, _gain(sample, vc), None)
+        rewards = choose(benefits, ShiftSettings(q=400, w=100, prune=prune))
         assert rewards.shape.reads == (2.0, 2.0, 0.0)
         assert rewards.plan.nodes == (1,) and rewards.plan.reward == pytest.approx(2.0)
         assert rewards.plan.rewards[0] == pytest.approx(0.0) and rewards.lower_bound == pytest.approx(2.0)
         assert rewards.significant
     # The same gain on the layout's own training log is the noise floor: nothing is left.
-    rewards = partition_rewards(old, blocks, _gain(sample, vc), _gain(sample, vc, 6), ShiftSettings(q=400, w=100))
+    floored = SubtreeBenefits.out_of_sample(old, blocks, _gain(sample, vc), _gain(sample, vc, 6))
+    rewards = choose(floored, ShiftSettings(q=400, w=100))
     assert rewards.plan.nodes == () and rewards.noise[0] == pytest.approx(1.0)
     # q <= w: nothing is worth rewriting, and nothing is computed.
-    rewards = partition_rewards(old, blocks, _gain(sample, vc), None, ShiftSettings(q=100, w=100))
+    rewards = choose(SubtreeBenefits.out_of_sample(old, blocks, _gain(sample, vc), None), ShiftSettings(q=100, w=100))
     assert rewards.plan.nodes == () and rewards.plan.evaluated == 0 and rewards.lower_bound is None
 
 

@@ -16,7 +16,7 @@ ancestor of another) with the largest total reward; the empty set has reward
 its children's best sets, whichever has the higher reward. {T} needs R(T) > 0,
 and on a tie {T} wins (one rewrite instead of several, as property 3 below).
 
-The workload monitor (`reorg.shift.partition_rewards`) builds the shape from the old tree's
+The workload monitor (`reorg.shift.SubtreeBenefits`) builds the shape from the old tree's
 subtrees (`subtrees.old_subtrees`), C from the catalog and A from the router, and B
 from `reorg.simulated_reads` (out of sample, less the noise floor).
 

@@ -317,17 +317,6 @@ class SubtreeBenefits:
         return cls(subtrees, blocks, reads_now, queries, per_query, None if training is None else floor_per_query)
 
 
-def partition_rewards(subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
-                      training: OutOfSampleGain | None, settings: ShiftSettings) -> "PartitionRewards":
-    """The optimal set of one partition's subtrees, judged out of sample (`reorg.simulated_reads`).
-
-    subtrees: the old tree's nodes (children, leaves, vc vectors under each);
-    blocks: C per node, from the catalog; window: the window's gains per
-    query; training: the same on the layout's own training log, the noise
-    floor (None: not recorded). See `SubtreeBenefits.out_of_sample` and `choose`."""
-    return choose(SubtreeBenefits.out_of_sample(subtrees, blocks, window, training), settings)
-
-
 def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = True) -> "PartitionRewards":
     """The best set of non-overlapping subtrees for q and w (`reorg.optimal_set`).
 
@@ -600,19 +589,17 @@ def judged_on(model: PartitionModel, analyses: Sequence[QueryAnalysis], routes: 
     refs = _references(queries, table, schema.key_hops(), [c.predicate for c in model.cuts])
     old = router_reads(routes, analyses, table, model.layout)
     block_leaf = np.array([model.tree.leaf_of_block[b.block_id] for b in model.layout.blocks], dtype=np.int64)
-    leaf_ids = model.benefits.leaf_ids
-
-    def reads_before(i: int) -> np.ndarray:
-        return old[:, np.isin(block_leaf, leaf_ids[i])].sum(axis=1).astype(np.float64)
+    # per node, the old blocks under it each reference reads now
+    before = [old[:, np.isin(block_leaf, ids)].sum(axis=1).astype(np.float64) for ids in model.benefits.leaf_ids]
 
     def per_query(i: int) -> np.ndarray:
         rows = np.flatnonzero(np.isin(model.sample.vector, new.old.vector_indices(i)))
         block, n_blocks = tree_blocks(new.new_subtree(i), model.sample, rows, int(model.settings["block_rows"]),
                                       new.scale)
         after = reads(refs, simulated_blocks(model.sample, new.vc.vectors, rows, block, n_blocks)).sum(axis=1)
-        return refs.per_query(reads_before(i) - after)
+        return refs.per_query(before[i] - after)
 
-    a = [float(reads_before(i).sum()) / max(1, len(analyses)) for i in range(len(leaf_ids))]
+    a = [float(b.sum()) / max(1, len(analyses)) for b in before]
     return SubtreeBenefits(new.old, model.benefits.shape.blocks, a, max(1, len(analyses)), per_query)
 
 
