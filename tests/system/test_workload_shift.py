@@ -146,7 +146,7 @@ def test_each_subtree_is_measured_once_however_many_searches_decide():
         calls.append(i)
         return gains[i]
 
-    benefits = SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, per_query)
+    benefits = SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, per_query, halves=np.array([0, 1, 0, 1]))
     found = {}
     for q, prune in ((400, True), (1000, False), (1000, True), (150, False)):
         rewards = choose(benefits, ShiftSettings(q=q, w=100, prune=prune))
@@ -157,6 +157,30 @@ def test_each_subtree_is_measured_once_however_many_searches_decide():
     # Without the guard (the benchmark's oracle) the set stands on its reward alone.
     unguarded = choose(benefits, ShiftSettings(q=400, w=100), guard=False)
     assert unguarded.lower_bound == pytest.approx(2.0) and unguarded.significant
+
+
+def test_a_gain_one_half_of_the_window_does_not_confirm_is_noise():
+    """A root over two leaves, C = 4, 2, 2; eight queries, halves 0, 1, 0, 1, ...; q/w 10.
+    Leaf 1 saves 2 blocks to each query of half 0 and none of half 1, leaf 2 the reverse;
+    the root saves nothing (the exact search: B breaks the pruning's property 2). On the
+    whole window B = 1 for each leaf, R = 10·1 - 2 = 8, and
+    {leaf 1, leaf 2} rewards 16: every query gains 2, so a bootstrap over the same queries
+    would keep it. Chosen on half 0 the set is {leaf 1} (B = 2 there), which half 1 judges
+    at 10·0 - 2 = -2; chosen on half 1, {leaf 2}, -2 on half 0. The guard drops the set.
+    When leaf 1 saves 2 blocks to every query, each half chooses {leaf 1}, which the other
+    half confirms: 10·2 - 2 = 18."""
+    _, _, old = _two_leaf_partition()
+    halves = np.arange(8) % 2
+    one_sided = {0: np.zeros(8), 1: 2.0 * (halves == 0), 2: 2.0 * (halves == 1)}
+    benefits = SubtreeBenefits(old, [4, 2, 2], [4.0, 2.0, 2.0], 8, one_sided.__getitem__, halves=halves)
+    rewards = choose(benefits, ShiftSettings(q=1000, w=100, prune=False))
+    assert rewards.plan.nodes == (1, 2) and rewards.plan.reward == pytest.approx(16.0)
+    assert rewards.lower_bound == pytest.approx(-2.0) and not rewards.significant
+
+    confirmed = {0: np.zeros(8), 1: np.full(8, 2.0), 2: np.zeros(8)}
+    benefits = SubtreeBenefits(old, [4, 2, 2], [4.0, 2.0, 2.0], 8, confirmed.__getitem__, halves=halves)
+    rewards = choose(benefits, ShiftSettings(q=1000, w=100, prune=False))
+    assert rewards.plan.nodes == (1,) and rewards.lower_bound == pytest.approx(18.0) and rewards.significant
 
 
 def test_shift_settings_refuse_nonsense():

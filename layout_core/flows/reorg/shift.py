@@ -17,9 +17,10 @@ non-overlapping subtrees. Nothing is written: the data is only read.
   window's literals gains nothing;
 * the noise floor: the same B measured on the layout's own training log
   (recorded in its plan), which no shift separates from the layout. B is
-  the window's B less the floor, and the best set is kept only when its
-  reward stays positive at the bootstrap's 5% quantile over the window's
-  queries;
+  the window's B less the floor, and the best set is kept only when sets
+  chosen the same way on one half of the window's queries still pay on the
+  other half, at the bootstrap's 5% quantile (the best of many noisy
+  subtrees, chosen and judged on the same queries, looks better than it is);
 * A(T): the blocks of T the router reads now per query of the window, the
   bound of B that prunes the search; the report also gives A of the root
   judged on simulated blocks (`reads_simulated`), to show how far the
@@ -53,10 +54,11 @@ from layout_core.flows.reorg.calibrate import calibrated_w
 from layout_core.flows.reorg.optimal_set import SubtreeShape, optimal_set
 from layout_core.flows.reorg.simulated_reads import (
     ColumnValues,
+    HeldOut,
     OutOfSampleGain,
     References,
     SampledRows,
-    bootstrap_lower_bound,
+    held_out_lower_bound,
     query_halves,
     reads,
     simulated_blocks,
@@ -279,10 +281,13 @@ class SubtreeBenefits:
     q/w and with and without pruning, on the same measurements."""
 
     def __init__(self, subtrees: OldSubtrees, blocks: Sequence[int], reads_now: Sequence[float], queries: int,
-                 per_query, floor_per_query=None) -> None:
+                 per_query, floor_per_query=None, halves: np.ndarray | None = None) -> None:
         self.shape = SubtreeShape(subtrees.children, tuple(int(b) for b in blocks), tuple(reads_now))
         self.leaf_ids = subtree_leaf_ids(subtrees)
         self.queries = queries
+        self.halves = None if halves is None else np.asarray(halves)  # per query, 0 or 1 (the guard's folds)
+        if self.halves is not None and self.halves.shape != (queries,):
+            raise ValueError(f"halves needs one entry per query ({queries}), not shape {self.halves.shape}")
         self._per_query, self._floor_per_query = per_query, floor_per_query
         self.gains: dict[int, np.ndarray] = {}
         self.floor_gains: dict[int, np.ndarray] = {}  # per node, per query of the training log
@@ -296,6 +301,31 @@ class SubtreeBenefits:
             floor = self.floor_gains.get(i)
             self.noise[i] = max(0.0, float(floor.mean())) if floor is not None and floor.size else 0.0
         return max(0.0, float(self.gains[i].sum()) / self.queries - self.noise[i])
+
+    def benefit_on(self, queries: np.ndarray):
+        """B judged on the queries of the mask `queries` only: benefit(i) -> float."""
+        def benefit(i: int) -> float:
+            self.benefit(i)
+            return max(0.0, float(self.gains[i][queries].mean()) - self.noise[i]) if queries.any() else 0.0
+        return benefit
+
+    def held_out_reward(self, settings: ShiftSettings) -> float:
+        """The reward of the set chosen on one half of the window's queries and judged on the
+        other, both ways, at the bootstrap's 5% quantile. The best of many subtrees, chosen
+        and judged on the same queries, would be the luckiest one (the winner's curse): an
+        unchanged window would fire on it."""
+        if self.halves is None:
+            raise ValueError("the guard needs each query's half (SubtreeBenefits(halves=...))")
+        folds = []
+        for chosen_on in (0, 1):
+            judged = self.halves != chosen_on
+            plan = optimal_set(self.shape, self.benefit_on(self.halves == chosen_on), settings.q, settings.w,
+                               prune=settings.prune)
+            gains = sum((self.gains[i][judged] for i in plan.nodes), np.zeros(int(judged.sum())))
+            floors = [self.floor_gains[i] for i in plan.nodes if i in self.floor_gains]
+            folds.append(HeldOut(gains, np.array(floors) if floors else None,
+                                 float(sum(self.shape.blocks[i] for i in plan.nodes))))
+        return held_out_lower_bound(folds, settings.q / settings.w)
 
     @classmethod
     def out_of_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
@@ -314,29 +344,23 @@ class SubtreeBenefits:
         def floor_per_query(i: int) -> np.ndarray:
             return training.per_query(subtrees.vector_indices(i), leaf_ids[i])
 
-        return cls(subtrees, blocks, reads_now, queries, per_query, None if training is None else floor_per_query)
+        return cls(subtrees, blocks, reads_now, queries, per_query, None if training is None else floor_per_query,
+                   window.half)
 
 
 def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = True) -> "PartitionRewards":
     """The best set of non-overlapping subtrees for q and w (`reorg.optimal_set`).
 
-    With `guard`, the set is kept only when its reward is positive at the
-    bootstrap's 5% quantile, resampling the window's queries and, apart, the
-    training log's that give the noise floor: a reward that resampling can
-    take to 0 is noise, not shift."""
+    With `guard`, the set is kept only when sets chosen the same way on one half of the
+    window's queries still pay on the other half, at the bootstrap's 5% quantile
+    (`SubtreeBenefits.held_out_reward`): a reward that resampling can take to 0, or that
+    the queries which chose the set do not confirm, is noise, not shift."""
     shape = benefits.shape
     plan = optimal_set(shape, benefits.benefit, settings.q, settings.w, prune=settings.prune)
     benefits.benefit(0)  # the root's B is reported whatever the search visited
     lower = None
-    if plan.nodes and guard:
-        ratio = settings.q / settings.w
-        chosen_gain = sum(benefits.gains[i] for i in plan.nodes)
-        floors = [benefits.floor_gains[i] for i in plan.nodes if i in benefits.floor_gains]
-        cost = sum(shape.blocks[i] for i in plan.nodes)
-        lower = bootstrap_lower_bound(chosen_gain, lambda net: ratio * net - cost,
-                                      floor=np.array(floors) if floors else None)
-    elif plan.nodes:
-        lower = plan.reward
+    if plan.nodes:
+        lower = benefits.held_out_reward(settings) if guard else plan.reward
     return PartitionRewards(plan, shape, benefits.leaf_ids, dict(benefits.noise), lower,
                             float(benefits.gains[0].sum()) / benefits.queries)
 
@@ -347,7 +371,7 @@ class PartitionRewards:
     shape: SubtreeShape
     leaf_ids: list  # per node, the old leaf ids under it
     noise: dict  # per evaluated node, its noise floor
-    lower_bound: float | None  # the chosen set's reward at the bootstrap's 5% quantile
+    lower_bound: float | None  # sets chosen on one half, judged on the other: the bootstrap's 5% quantile
     root_gain: float = 0.0  # the window's B of the root before the noise floor: a full re-layout's gain
 
     @property
@@ -544,8 +568,9 @@ def _decided(measured: PartitionShift, rewards: PartitionRewards, tree: OldTree,
                  root_gain=rewards.root_gain, root_noise=rewards.noise.get(0, 0.0))
     if plan.nodes and not rewards.significant:
         return replace(measured, chosen=(), reward=0.0, **found, reason=(
-            f"the best set's reward {plan.reward:.1f} falls to {rewards.lower_bound:.1f} at the bootstrap's 5% "
-            f"quantile over the window's queries: not told apart from noise; no reorganization{whole}"))
+            f"the best set's reward is {plan.reward:.1f}, but sets chosen on one half of the window's queries "
+            f"reward {rewards.lower_bound:.1f} on the other at the bootstrap's 5% quantile: not told apart from "
+            f"noise; no reorganization{whole}"))
     chosen = tuple(ChosenSubtree(tree.node_ids[i], rewards.leaf_ids[i], shape.blocks[i], shape.reads[i],
                                  (plan.rewards[i] + shape.blocks[i]) * settings.w / settings.q, plan.rewards[i],
                                  rewards.noise.get(i, 0.0))

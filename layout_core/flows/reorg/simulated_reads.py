@@ -49,7 +49,8 @@ from layout_core.predicates import Predicate
 from layout_core.skipping.zonemaps import ColumnArrays, ZoneMaps, might_match_blocks
 
 __all__ = ["ColumnValues", "SampledRows", "References", "SimulatedBlocks", "simulated_blocks", "reads",
-           "tree_blocks", "query_halves", "OutOfSampleGain", "bootstrap_lower_bound"]
+           "tree_blocks", "query_halves", "OutOfSampleGain", "HeldOut",
+           "held_out_lower_bound"]
 
 
 # ---------------------------------------------------------------------------
@@ -353,21 +354,37 @@ class OutOfSampleGain:
         return reads(self.refs.subset(judged), new).sum(axis=1)
 
 
-def bootstrap_lower_bound(per_query: np.ndarray, statistic, resamples: int = 1000, level: float = 0.05,
-                          seed: int = 0, floor: np.ndarray | None = None) -> float:
-    """The `level` quantile of statistic(x) over resamples of the queries (with replacement;
-    seeded: the same logs give the same bound). x is the resample's mean of `per_query`, less,
-    with `floor` ((k, n) per-query gains of k subtrees on a second log: the noise floor), the sum
-    over its rows of max(0, mean) on an independent resample of that log's queries: the floor
-    is measured on a sample too, and a bound that took it as exact would fire on noise."""
-    per_query = np.asarray(per_query, dtype=np.float64)
-    if per_query.size == 0:
-        return float(statistic(0.0))
+@dataclass(frozen=True, eq=False)
+class HeldOut:
+    """A set of subtrees chosen on one half of the window's queries, as the other half judges it.
+
+    gains: per query of the other half, the blocks the set saves it; floor: (k, n) the gains of
+    the set's k subtrees on the n queries of the layout's training log (None: no noise floor);
+    cost: the set's blocks, C."""
+
+    gains: np.ndarray
+    floor: np.ndarray | None
+    cost: float
+
+
+def held_out_lower_bound(folds: Sequence[HeldOut], ratio: float, resamples: int = 1000, level: float = 0.05,
+                         seed: int = 0) -> float:
+    """The `level` quantile, over resamples, of the mean over `folds` of ratio x net - cost.
+
+    net is the resample's mean gain of the fold's queries (with replacement, each fold apart;
+    seeded: the same logs give the same bound) less, per subtree of the set, max(0, mean) of
+    its floor on an independent resample of the training log's queries: the floor is measured
+    on a sample too, and a bound that took it as exact would fire on noise."""
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, per_query.size, size=(resamples, per_query.size))
-    values = per_query[picks].mean(axis=1)
-    if floor is not None and np.asarray(floor).size:
-        floor = np.atleast_2d(np.asarray(floor, dtype=np.float64))
-        floor_picks = rng.integers(0, floor.shape[1], size=(resamples, floor.shape[1]))
-        values = values - np.maximum(0.0, floor[:, floor_picks].mean(axis=2)).sum(axis=0)
-    return float(np.quantile([statistic(v) for v in values], level))
+    total = np.zeros(resamples)
+    for fold in folds:
+        gains = np.asarray(fold.gains, dtype=np.float64)
+        net = np.zeros(resamples)
+        if gains.size:
+            net = gains[rng.integers(0, gains.size, size=(resamples, gains.size))].mean(axis=1)
+        if fold.floor is not None and np.asarray(fold.floor).size:
+            floor = np.atleast_2d(np.asarray(fold.floor, dtype=np.float64))
+            picks = rng.integers(0, floor.shape[1], size=(resamples, floor.shape[1]))
+            net = net - np.maximum(0.0, floor[:, picks].mean(axis=2)).sum(axis=0)
+        total += ratio * net - fold.cost
+    return float(np.quantile(total / max(1, len(folds)), level))

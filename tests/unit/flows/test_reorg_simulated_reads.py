@@ -8,8 +8,9 @@ from layout_core.flows.reorg.simulated_reads import (
     ColumnValues,
     OutOfSampleGain,
     References,
+    HeldOut,
     SampledRows,
-    bootstrap_lower_bound,
+    held_out_lower_bound,
     query_halves,
     reads,
     simulated_blocks,
@@ -135,12 +136,26 @@ def test_repeats_of_one_query_share_a_half():
     assert halves[0] == halves[2] and set(halves.tolist()) <= {0, 1}
 
 
+def _bound(gains, ratio=1.0, cost=0.0, floor=None) -> float:
+    return held_out_lower_bound([HeldOut(np.asarray(gains, dtype=float), floor, cost)], ratio)
+
+
 def test_the_bootstrap_bound_is_below_the_mean_and_zero_spread_gives_the_mean():
-    assert bootstrap_lower_bound(np.full(50, 2.0), lambda m: m) == pytest.approx(2.0)
+    assert _bound(np.full(50, 2.0)) == pytest.approx(2.0)
     gains = np.array([0.0] * 45 + [10.0] * 5)  # mean 1, carried by five queries
-    low = bootstrap_lower_bound(gains, lambda m: m)
+    low = _bound(gains)
     assert 0 <= low < 1.0
-    assert bootstrap_lower_bound(gains, lambda m: 3 * m - 1) == pytest.approx(3 * low - 1)
+    assert _bound(gains, ratio=3, cost=1) == pytest.approx(3 * low - 1)
+
+
+def test_the_bound_averages_the_folds_each_resampled_apart():
+    """Fold 1: 2 blocks saved per query, C = 1, ratio 3: reward 5 whatever the resample;
+    fold 2: nothing chosen, reward 0. Their mean is 2.5. A fold with a lumpy gain (mean 1
+    from a tenth of its queries) pulls the bound below its mean reward."""
+    steady, empty = HeldOut(np.full(20, 2.0), None, 1.0), HeldOut(np.zeros(20), None, 0.0)
+    assert held_out_lower_bound([steady, empty], 3.0) == pytest.approx(2.5)
+    lumpy = HeldOut(np.array([10.0] * 2 + [0.0] * 18), None, 1.0)  # reward 3·1 - 1 = 2 on average
+    assert held_out_lower_bound([steady, lumpy], 3.0) < (5 + 2) / 2 - 0.5
 
 
 def test_the_noise_floor_is_resampled_too():
@@ -150,11 +165,11 @@ def test_the_noise_floor_is_resampled_too():
     since resampling that log can make its mean larger."""
     window = np.full(40, 2.0)
     steady = np.array([np.full(30, 0.5), np.full(30, -1.0)])
-    assert bootstrap_lower_bound(window, lambda net: net, floor=steady) == pytest.approx(1.5)
+    assert _bound(window, floor=steady) == pytest.approx(1.5)
     lumpy = np.array([[5.0] * 3 + [0.0] * 27])  # mean 0.5
-    low = bootstrap_lower_bound(window, lambda net: net, floor=lumpy)
+    low = _bound(window, floor=lumpy)
     assert low < 1.5 - 0.2
-    assert bootstrap_lower_bound(window, lambda net: net, floor=np.zeros((0, 30))) == pytest.approx(2.0)
+    assert _bound(window, floor=np.zeros((0, 30))) == pytest.approx(2.0)
 
 
 def test_a_long_training_log_is_kept_as_an_even_spread():
