@@ -423,7 +423,7 @@ def semijoin_lower_bound(spark, analyses, block_rows: int) -> dict:
     """The limit of diPs: per test reference, the rows that survive its own
     predicate and the full semi-join reduction of the query's joins (every
     edge `a -> b` of the analysis, on all its columns where one condition joins
-    two or more, each source reduced in turn, along a
+    two or more, and out of a union from all its branches, each source reduced in turn, along a
     spanning tree rooted at the reference: exact for a tree-shaped join graph,
     a little above the limit for one with cycles), as ceil(rows / block_rows)."""
     blocks = rows = 0
@@ -458,6 +458,15 @@ def _reduced_sql(analysis, key: str, visited: frozenset) -> str:
             conditions.append(f"{to_columns} IN (SELECT {', '.join(map(identifier, edge.from_columns))} "
                               f"FROM ({source}) AS s)")
             visited = visited | {edge.from_ref}
+    # out of a union: the values of every branch's reduced rows
+    for edge in analysis.union_edges:
+        senders = [ref for ref, _ in edge.sources]
+        if edge.to_ref == key and not visited & set(senders):
+            branches = " UNION ALL ".join(
+                f"SELECT {identifier(column)} AS k FROM ({_reduced_sql(analysis, ref, visited)}) AS s{i}"
+                for i, (ref, column) in enumerate(edge.sources))
+            conditions.append(f"{identifier(edge.to_column)} IN (SELECT k FROM ({branches}) AS u)")
+            visited = visited | set(senders)
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     return f"SELECT * FROM {identifier(ref.table)}{where}"
 

@@ -10,7 +10,10 @@ since NULL never equals anything. When b loses blocks, its own outgoing
 edges carry smaller diPs, and so on until nothing changes. Where one join
 condition equates two or more column pairs (`sql.analysis.JointEdge`), a diP
 over the tuple goes along too: the boxes of a's kept blocks over its columns,
-which b's block must meet in every column at once (`DataBoxes`).
+which b's block must meet in every column at once (`DataBoxes`). Out of a
+UNION's column (`sql.analysis.UnionEdge`) the diP is the union of the ranges
+over every branch's kept blocks, and it is sent again when any branch loses
+blocks.
 
 Which way an edge points is decided by the analysis from SQL semantics (an
 outer join passes diPs from its preserved side to its NULL-supplying side
@@ -44,7 +47,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from layout_core.skipping.zonemaps import ColumnArrays
-from layout_core.sql.analysis import Edge, JointEdge
+from layout_core.sql.analysis import Edge, JointEdge, UnionEdge
 
 log = logging.getLogger("layout.dips")
 
@@ -248,7 +251,7 @@ class DipEffect:
     """One diP that removed blocks: the edge it crossed and the block ids it
     removed from the receiving reference (per partition, in layout order)."""
 
-    edge: Edge | JointEdge
+    edge: Edge | JointEdge | UnionEdge
     removed: tuple[tuple[int, ...], ...]
 
     @property
@@ -257,8 +260,10 @@ class DipEffect:
 
     def describe(self, names: Mapping[str, str]) -> str:
         e = self.edge
-        return (f"diP {names.get(e.from_ref, e.from_ref)}.{e.from_column} -> "
-                f"{names.get(e.to_ref, e.to_ref)}.{e.to_column}")
+        source = f"{names.get(e.from_ref, e.from_ref)}.{e.from_column}"
+        if isinstance(e, UnionEdge):
+            source = f"union({' | '.join(f'{names.get(ref, ref)}.{column}' for ref, column in e.sources)})"
+        return f"diP {source} -> {names.get(e.to_ref, e.to_ref)}.{e.to_column}"
 
 
 @dataclass(frozen=True)
@@ -280,20 +285,22 @@ def exchange_dips(edges: Sequence[Edge | JointEdge], layouts: Mapping[str, Seque
     """
     max_dips = MAX_DIPS if max_dips is None else max_dips
     keep = {ref: [m.copy() for m in masks] for ref, masks in keep.items()}
-    usable = [e for e in edges if e.from_ref in layouts and e.to_ref in layouts and e.from_ref != e.to_ref]
+    usable = [e for e in edges if all(ref in layouts for ref, _ in _senders(e)) and e.to_ref in layouts
+              and e.to_ref not in dict(_senders(e))]
     queue = _schedule(usable)
     queued = set(queue)
     built, effects, notes = 0, [], {}
     sent: dict[tuple, DataPred | None] = {}
     out_edges: dict[str, list[Edge]] = {}
     for e in usable:
-        out_edges.setdefault(e.from_ref, []).append(e)
+        for ref, _ in _senders(e):
+            out_edges.setdefault(ref, []).append(e)
     while queue and built < max_dips:
         edge = queue.pop(0)
         queued.discard(edge)
         joint = isinstance(edge, JointEdge)
-        source = [([ranges_of(layout, c) for c in edge.from_columns], mask)
-                  for layout, mask in zip(layouts[edge.from_ref], keep[edge.from_ref])]
+        source = [([ranges_of(layout, c) for c in columns], mask)
+                  for ref, columns in _senders(edge) for layout, mask in zip(layouts[ref], keep[ref])]
         if any(r is None for columns, _ in source for r in columns):
             notes[edge] = f"{edge.from_ref}.{edge.from_column} has no usable statistics: it sends no diP"
             continue
@@ -330,6 +337,13 @@ def exchange_dips(edges: Sequence[Edge | JointEdge], layouts: Mapping[str, Seque
     if stopped:
         log.warning(stopped[0])
     return DipExchange(keep, built, tuple(effects), (*dict.fromkeys(notes.values()), *stopped))
+
+
+def _senders(edge: Edge | JointEdge | UnionEdge) -> list[tuple[str, tuple[str, ...]]]:
+    """The references whose kept blocks make the edge's diP, each with its columns."""
+    if isinstance(edge, UnionEdge):
+        return [(ref, (column,)) for ref, column in edge.sources]
+    return [(edge.from_ref, edge.from_columns)]
 
 
 def _schedule(edges: Sequence[Edge]) -> list[Edge]:

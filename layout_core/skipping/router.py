@@ -507,8 +507,9 @@ def route_analysis(
         laid_out[ref.key] = layouts
         keep[ref.key] = [layout_keep(query_predicate, table_filter, layout) for layout in layouts]
     exchange = None
-    if dips and analysis.edges:
-        exchange = exchange_dips((*analysis.edges, *analysis.joint_edges), laid_out, keep, LayoutIndex.key_ranges)
+    if dips and (analysis.edges or analysis.union_edges):
+        exchange = exchange_dips((*analysis.edges, *analysis.joint_edges, *analysis.union_edges), laid_out, keep,
+                                 LayoutIndex.key_ranges)
         keep = exchange.keep
     refs = []
     for ref in analysis.refs:

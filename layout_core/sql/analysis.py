@@ -12,6 +12,8 @@
   column matches no row of `a` that passes `filter(a)` are never needed;
   `joint_edges`, where one join condition equates two or more columns of `a`
   and `b` (`JointEdge`): rows of `b` matching no row of `a` on all of them;
+  `union_edges`, out of a UNION's column (`UnionEdge`): rows of `b` matching
+  no row of any branch's reference on the column that branch passes on;
 - `induced(ref, hops)`: join-induced predicates (MTO section 4.1.1), pushed
   along edges that follow a primary key to a foreign key that references it,
   directly or through a chain of equality edges (a correlated subquery's
@@ -47,8 +49,9 @@ excludes cannot change the query's answer):
   inside); otherwise only edges out of it (`OUTWARD`).
 - A UNION [ALL] read once, without ORDER BY, LIMIT or OFFSET of its own
   (rule 4): where every branch passes a column on as above, with one type,
-  filters on it and edges into it go to each branch's base column; nothing
-  flows out of a union, and INTERSECT and EXCEPT pass nothing.
+  filters on it and edges into it go to each branch's base column, and an
+  edge out of it becomes a `UnionEdge` from all those columns at once (the
+  union's values are the branches' values); INTERSECT and EXCEPT pass nothing.
 """
 
 from __future__ import annotations
@@ -164,6 +167,35 @@ class JointEdge:
 
 
 @dataclass(frozen=True)
+class UnionEdge:
+    """Rows of to_ref whose to_column matches no qualifying row of any (reference, column)
+    of `sources` are not needed: an edge out of a UNION's column (`union`.`column`), whose
+    values are those its branches pass on (diPs §3.3 rule 4, a diP pulled up a union)."""
+
+    union: str  # the union's key (UNION_KEY and a number)
+    column: str  # its output column
+    sources: tuple[tuple[str, str], ...]  # per branch, (ref key, base column)
+    to_ref: str
+    to_column: str
+
+    @property
+    def from_ref(self) -> str:  # for messages and scheduling: the union itself
+        return self.union
+
+    @property
+    def from_column(self) -> str:
+        return self.column
+
+    @property
+    def from_columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    @property
+    def to_columns(self) -> tuple[str, ...]:
+        return (self.to_column,)
+
+
+@dataclass(frozen=True)
 class InducedPredicate:
     source_ref: str
     predicate: JoinInduced  # with the source's whole filter
@@ -186,6 +218,7 @@ class QueryAnalysis:
     # equalities between two references on expressions (`c.c_custkey + 1 = o.o_custkey`), as SQL:
     # they make no edge, so no diP or join-induced cut goes through them
     expression_joins: tuple[str, ...] = ()
+    union_edges: tuple[UnionEdge, ...] = ()  # out of a UNION's column (no join-induced cut goes through them)
 
     def ref(self, key: str) -> TableRef:
         for r in self.refs:
@@ -427,6 +460,7 @@ class _Analyzer:
         self.filters: dict[str, list[Predicate]] = defaultdict(list)
         self.edges: set[Edge] = set()
         self.joint_edges: set[JointEdge] = set()
+        self.union_edges: set[UnionEdge] = set()
         self.expression_joins: list[str] = []
         self.joins: set = set()
         self.notes: list[str] = []
@@ -455,6 +489,7 @@ class _Analyzer:
             tuple(sorted(self.joins)), tuple(self.notes),
             tuple(sorted(self.joint_edges, key=lambda e: (e.from_ref, e.to_ref, e.from_columns, e.to_columns))),
             tuple(dict.fromkeys(self.expression_joins)),
+            tuple(sorted(self.union_edges, key=lambda e: (e.union, e.column, e.to_ref, e.to_column))),
         )
 
     # -- references and column resolution
@@ -566,7 +601,8 @@ class _Analyzer:
         return key, Column(name, passed[0][1].kind)
 
     def _fan_out_unions(self) -> None:
-        """Filters on a union's columns and edges into them, given to its branches' references."""
+        """Filters on a union's columns and edges into them, given to its branches' references;
+        edges out of them, as `UnionEdge`s from every branch's reference at once."""
         for key, columns in self.union_columns.items():
             for p in self.filters.pop(key, []):
                 for part in conjuncts(p):
@@ -578,11 +614,16 @@ class _Analyzer:
                             a, column=Column(c.name, c.kind))))
         edges = set()
         for e in self.edges:
-            if e.to_ref.startswith(UNION_KEY):
-                edges |= {Edge(e.from_ref, e.from_column, ref, column.name)
-                          for ref, column in self.union_columns[e.to_ref].get(e.to_column, ()) if ref != e.from_ref}
-            elif not e.from_ref.startswith(UNION_KEY):
-                edges.add(e)
+            targets = ([(ref, column.name) for ref, column in self.union_columns[e.to_ref].get(e.to_column, ())]
+                       if e.to_ref.startswith(UNION_KEY) else [(e.to_ref, e.to_column)])
+            if not e.from_ref.startswith(UNION_KEY):
+                edges |= {Edge(e.from_ref, e.from_column, ref, column) for ref, column in targets
+                          if ref != e.from_ref}
+                continue
+            sources = tuple((ref, column.name) for ref, column in self.union_columns[e.from_ref].get(e.from_column, ()))
+            if sources:
+                self.union_edges |= {UnionEdge(e.from_ref, e.from_column, sources, ref, column)
+                                     for ref, column in targets if ref not in dict(sources)}
         self.edges = edges
         self.joint_edges = {e for e in self.joint_edges
                             if not (e.from_ref.startswith(UNION_KEY) or e.to_ref.startswith(UNION_KEY))}

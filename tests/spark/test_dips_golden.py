@@ -80,6 +80,11 @@ MORE_SHAPES = {
             UNION ALL SELECT o2.o_orderkey FROM orders o2 WHERE o2.o_totalprice > 300000) u
         JOIN orders o ON o.o_orderkey = u.k WHERE o.o_orderdate < DATE '1992-04-01' AND u.k < 50000
         GROUP BY u.k""",
+    "orders joined to a UNION ALL of early shipments' and early orders' keys (a diP out of the union)": """
+        SELECT o.o_orderstatus, count(*) AS n FROM orders o JOIN (
+            SELECT l_orderkey AS k FROM lineitem WHERE l_shipdate < DATE '1992-03-01'
+            UNION ALL SELECT o2.o_orderkey FROM orders o2 WHERE o2.o_orderdate < DATE '1992-02-01') u
+        ON o.o_orderkey = u.k GROUP BY o.o_orderstatus""",
 }
 
 

@@ -34,3 +34,22 @@ def test_a_join_on_two_columns_reduces_each_side_on_both_at_once(spark, tpch_vie
     bound = semijoin_lower_bound(spark, [analyze(sql, SCHEMA)], block_rows=100)
     assert bound["semijoin_rows_needed"] == partsupp_needed + lineitem_needed
     assert bound["semijoin_lower_bound_blocks"] == -(-partsupp_needed // 100) - (-lineitem_needed // 100)
+
+
+def test_a_union_reduces_the_other_side_by_all_its_branches(spark, tpch_views):
+    sql = """SELECT count(*) FROM customer c JOIN (
+                 SELECT o_custkey AS k FROM orders WHERE o_totalprice > 400000
+                 UNION ALL SELECT s_suppkey FROM supplier WHERE s_acctbal < 0) u ON c.c_custkey = u.k"""
+    customer_needed = _count(spark, """SELECT count(*) FROM customer WHERE
+        EXISTS (SELECT 1 FROM orders WHERE o_totalprice > 400000 AND o_custkey = c_custkey)
+        OR EXISTS (SELECT 1 FROM supplier WHERE s_acctbal < 0 AND s_suppkey = c_custkey)""")
+    by_orders = _count(spark, """SELECT count(*) FROM customer WHERE
+        EXISTS (SELECT 1 FROM orders WHERE o_totalprice > 400000 AND o_custkey = c_custkey)""")
+    assert by_orders < customer_needed < _count(spark, "SELECT count(*) FROM customer")  # both branches count
+    orders_needed = _count(spark, """SELECT count(*) FROM orders WHERE o_totalprice > 400000
+        AND EXISTS (SELECT 1 FROM customer WHERE c_custkey = o_custkey)""")
+    supplier_needed = _count(spark, """SELECT count(*) FROM supplier WHERE s_acctbal < 0
+        AND EXISTS (SELECT 1 FROM customer WHERE c_custkey = s_suppkey)""")
+
+    bound = semijoin_lower_bound(spark, [analyze(sql, SCHEMA)], block_rows=100)
+    assert bound["semijoin_rows_needed"] == customer_needed + orders_needed + supplier_needed

@@ -244,14 +244,26 @@ def test_a_union_receives_diPs_and_filters_in_every_branch():
     assert _blocks(route, "l") == [13, 14] and _blocks(route, "o") == [13]  # 13: the range 3900-4000
 
 
-def test_a_union_sends_no_diP_out():
-    sql = """SELECT count(*) FROM customer c JOIN
-             (SELECT o.o_custkey AS k FROM orders o WHERE o.o_orderkey <= 1000
-              UNION ALL SELECT o3.o_custkey FROM orders o3 WHERE o3.o_orderkey <= 1000) u ON c.c_custkey = u.k"""
-    route = route_query(sql, INDEX, SCHEMA)
-    # both branches only hold customers 1-50 (orders block 10), but nothing flows out of a union
-    assert _blocks(route, "o") == [10] and _blocks(route, "o3") == [10]
-    assert _blocks(route, "c") == [10, 11]
+def test_a_union_sends_the_union_of_its_branches_diPs_out():
+    """customer: block 10 keys 1-100, block 11 keys 101-200. The union's keys are its
+    branches' customers: orders 1-1000 (block 10, customers 1-50) and 1001-2000 (block 11,
+    51-100) need customer block 10 only; 1-1000 and 2001-3000 (block 12, 101-200) need both;
+    1-1000 and 3001-4000 need block 10: block 13 holds NULL customers only, which match
+    no customer (the join skips it) and send nothing."""
+    template = """SELECT count(*) FROM customer c JOIN
+                  (SELECT o.o_custkey AS k FROM orders o WHERE o.o_orderkey <= 1000
+                   UNION ALL SELECT o3.o_custkey FROM orders o3 WHERE o3.o_orderkey BETWEEN {} AND {}) u
+                  ON c.c_custkey = u.k"""
+    for (low, high), customers, second in (((1001, 2000), [10], [11]), ((2001, 3000), [10, 11], [12]),
+                                           ((3001, 4000), [10], [])):
+        route = route_query(template.format(low, high), INDEX, SCHEMA)
+        assert _blocks(route, "o") == [10] and _blocks(route, "o3") == second
+        assert _blocks(route, "c") == customers
+    effects = [e.describe({"t0": "c", "t1": "o", "t2": "o3"}) for e in route.dips]
+    assert effects == ["diP union(o.o_custkey | o3.o_custkey) -> c.c_custkey", "diP c.c_custkey -> o3.o_custkey"]
+    # a branch that computes the column passes nothing on, so nothing comes out of the union
+    computed = template.format(1001, 2000).replace("SELECT o3.o_custkey FROM", "SELECT o3.o_custkey + 0 FROM")
+    assert _blocks(route_query(computed, INDEX, SCHEMA), "c") == [10, 11]
 
 
 def test_except_passes_no_diP_between_its_sides():

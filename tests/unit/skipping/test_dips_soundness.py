@@ -125,6 +125,19 @@ MORE_QUERIES = {
                    UNION SELECT l1.l_orderkey FROM lineitem l1 WHERE l1.l_quantity < {q} GROUP BY l1.l_orderkey)
         SELECT count(*), sum(o2.o_totalprice) FROM u JOIN orders o2 ON o2.o_orderkey = u.k
         WHERE o2.o_orderstatus {s}""",
+    "a union's keys joined to an unfiltered dimension (the union's diP is all it gets)": """
+        SELECT c.c_custkey, c.c_mktsegment FROM customer c
+        JOIN (SELECT o.o_custkey AS k FROM orders o WHERE o.o_totalprice > {p}
+              UNION ALL SELECT l1.l_suppkey FROM lineitem l1 WHERE l1.l_quantity = {q}) u ON c.c_custkey = u.k""",
+    "two unions joined to each other": """
+        SELECT x.k FROM (SELECT o.o_custkey AS k FROM orders o WHERE o.o_orderstatus {s}
+                         UNION ALL SELECT l1.l_suppkey FROM lineitem l1 WHERE l1.l_quantity > {q}) x
+        JOIN (SELECT c.c_custkey AS k FROM customer c WHERE c.c_mktsegment = '{seg}'
+              UNION ALL SELECT o2.o_orderkey FROM orders o2 WHERE o2.o_totalprice > {p}) y ON x.k = y.k""",
+    "a union on the preserved side of a RIGHT JOIN sends its keys to the other side": """
+        SELECT c.c_mktsegment, u.k FROM customer c
+        RIGHT JOIN (SELECT o.o_custkey AS k FROM orders o WHERE o.o_orderstatus {s}
+                    UNION ALL SELECT l1.l_suppkey FROM lineitem l1 WHERE l1.l_quantity > {q}) u ON c.c_custkey = u.k""",
     "a union on the NULL-supplying side of a LEFT JOIN": """
         SELECT c.c_custkey, u.k FROM customer c
         LEFT JOIN (SELECT o.o_custkey AS k FROM orders o UNION ALL SELECT l1.l_suppkey FROM lineitem l1) u

@@ -356,7 +356,7 @@ def test_a_cte_or_derived_table_read_once_passes_its_columns_through_both_ways()
                             Edge(n.key, "n_nationkey", c.key, "c_nationkey")}
 
 
-def test_a_union_read_once_takes_filters_and_edges_into_every_branch_and_sends_none():
+def test_a_union_read_once_takes_filters_and_edges_into_every_branch_and_sends_from_all():
     a = analyze("SELECT count(*) FROM customer c JOIN (SELECT o_custkey AS k FROM orders WHERE o_orderstatus = 'F' "
                 "UNION ALL SELECT s_suppkey FROM supplier) u ON c.c_custkey = u.k "
                 "WHERE c.c_mktsegment = 'BUILDING' AND u.k < 100 AND (u.k > 5 OR c.c_acctbal > 0)", SCHEMA)
@@ -365,6 +365,10 @@ def test_a_union_read_once_takes_filters_and_edges_into_every_branch_and_sends_n
                                                Compare(Column("o_custkey", "int"), "<", 100)}
     assert a.filter(s.key) == Compare(Column("s_suppkey", "int"), "<", 100)  # not the OR: it names customer
     assert set(a.edges) == {Edge(c.key, "c_custkey", o.key, "o_custkey"), Edge(c.key, "c_custkey", s.key, "s_suppkey")}
+    # out of the union: customers matching no order's nor supplier's key are not needed
+    (out,) = a.union_edges
+    assert (out.sources, out.to_ref, out.to_column) == (((o.key, "o_custkey"), (s.key, "s_suppkey")), c.key,
+                                                        "c_custkey")
     # branches of different types, a LIMIT on the union: nothing goes in
     for sql in ("SELECT count(*) FROM customer c JOIN (SELECT o_custkey AS k FROM orders UNION ALL "
                 "SELECT l_quantity FROM lineitem) u ON c.c_custkey = u.k WHERE u.k < 100",
@@ -375,6 +379,21 @@ def test_a_union_read_once_takes_filters_and_edges_into_every_branch_and_sends_n
                 "UNION ALL SELECT s_suppkey FROM supplier) u LIMIT 10) d ON c.c_custkey = d.k WHERE d.k < 100"):
         a = analyze(sql, SCHEMA)
         assert a.edges == () and all(r.table == "customer" for r in a.refs if a.filter(r.key) != TRUE)
+        assert a.union_edges == ()
+
+
+def test_a_union_joined_to_a_union_sends_each_of_its_branches_the_other_ones_keys():
+    """Each side's branches receive a diP from all of the other side's branches; no join-induced
+    predicate goes through a union (this query once raised KeyError there)."""
+    a = analyze("SELECT count(*) FROM (SELECT n_nationkey AS k FROM nation UNION ALL SELECT s_nationkey FROM supplier) x "
+                "JOIN (SELECT c_nationkey AS k FROM customer WHERE c_acctbal > 10 UNION ALL "
+                "SELECT r_regionkey FROM region) y ON x.k = y.k", SCHEMA)
+    n, s, c, r = (a.refs_of_table(t)[0].key for t in ("nation", "supplier", "customer", "region"))
+    found = {(e.sources, e.to_ref) for e in a.union_edges}
+    assert found == {(((n, "n_nationkey"), (s, "s_nationkey")), c), (((n, "n_nationkey"), (s, "s_nationkey")), r),
+                     (((c, "c_nationkey"), (r, "r_regionkey")), n), (((c, "c_nationkey"), (r, "r_regionkey")), s)}
+    assert a.edges == ()
+    assert all(a.induced(ref.key, SCHEMA.key_hops()) == () for ref in a.refs)
 
 
 Q15_SHAPE = """WITH revenue AS (SELECT l_suppkey AS supplier_no, sum(l_extendedprice) AS total FROM lineitem
