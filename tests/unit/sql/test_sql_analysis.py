@@ -385,7 +385,8 @@ def test_a_union_read_once_takes_filters_and_edges_into_every_branch_and_sends_f
 def test_a_union_joined_to_a_union_sends_each_of_its_branches_the_other_ones_keys():
     """Each side's branches receive a diP from all of the other side's branches; no join-induced
     predicate goes through a union (this query once raised KeyError there)."""
-    a = analyze("SELECT count(*) FROM (SELECT n_nationkey AS k FROM nation UNION ALL SELECT s_nationkey FROM supplier) x "
+    a = analyze("SELECT count(*) FROM (SELECT n_nationkey AS k FROM nation UNION ALL "
+                "SELECT s_nationkey FROM supplier) x "
                 "JOIN (SELECT c_nationkey AS k FROM customer WHERE c_acctbal > 10 UNION ALL "
                 "SELECT r_regionkey FROM region) y ON x.k = y.k", SCHEMA)
     n, s, c, r = (a.refs_of_table(t)[0].key for t in ("nation", "supplier", "customer", "region"))
