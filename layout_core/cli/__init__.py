@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from layout_core.base.version import __version__
 from layout_core.base.config import load_settings
 from layout_core.base.errors import UserError
 from layout_core.base.params import ParamError, input_path, table_of, text_file
@@ -716,6 +717,7 @@ def add_b1_arguments(parser, work: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="layout", description="Workload-aware block layouts for Spark SQL.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    parser.add_argument("--version", action="version", version=f"layout {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     tpch = sub.add_parser("tpch", help="TPC-H data").add_subparsers(dest="tpch_command", required=True)

@@ -22,6 +22,17 @@ def test_help_of_every_command(capsys):
         assert "usage: layout" in capsys.readouterr().out
 
 
+def test_version_and_exit_codes(tmp_path, capsys):
+    """0: done (and --version); 1: the user's mistake, one line; 2: a usage error (argparse)."""
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == "layout 0.1.0"
+    assert main(["workload", "analyze", str(tmp_path / "nope.sql")]) == 1
+    with pytest.raises(SystemExit) as done:
+        main(["route"])  # no SQL
+    assert done.value.code == 2 and "the following arguments are required" in capsys.readouterr().err
+
+
 def test_tpch_generate_writes_eight_tables(tmp_path, capsys):
     assert main(["tpch", "generate", "--sf", "0.01", "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.glob("*.parquet")) == sorted(
