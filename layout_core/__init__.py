@@ -9,6 +9,7 @@ without a JVM. `spark_sql`, `LaidOutTables` and `register_layouts` (from
 from layout_core.base.version import __version__
 
 _SPARK_API = ("spark_sql", "LaidOutTables", "register_layouts")
+__all__ = ["__version__", *_SPARK_API]
 
 
 def __getattr__(name: str):
