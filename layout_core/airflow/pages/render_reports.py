@@ -69,7 +69,7 @@ def render_monitor(run: MonitorRun, base: str = "") -> str:
         parts.append("<table><tr><th>partition</th><th>version</th><th>blocks</th><th>reward</th>"
                      "<th>blocks chosen</th><th>subtrees evaluated</th><th>reason</th>"
                      "<th>a full re-layout saves per query (noise floor)</th>"
-                     "<th>reward at the bootstrap's 5%</th></tr>")
+                     "<th>held-out reward at the bootstrap's 5%</th></tr>")
         for p in t["partitions"]:
             parts.append(f"<tr><td>{escape(p['partition'] or '(unpartitioned)')}</td>"
                          f"<td class=\"n\">{escape(p['version'])}</td>"
