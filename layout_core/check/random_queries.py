@@ -16,7 +16,8 @@ empty. What the generator writes, each recorded in `GeneratedQuery.features`:
   FULL outer joins with ON conditions and NULL tests on the NULL-supplying
   side, self joins on a key;
 - subqueries: [NOT] IN (SELECT ...) (one with NULLs), [NOT] EXISTS
-  (correlated), scalar subqueries, derived tables, CTEs, UNION ALL.
+  (correlated), scalar subqueries, derived tables, CTEs, UNION ALL (alone and
+  joined to the table its foreign key references).
 
 Queries return aggregates, groups or a few columns, never `*` and never a
 LIMIT (a multiset compare needs the whole, deterministic answer). Each query
@@ -92,7 +93,7 @@ class QueryMaker:
     def query(self, index: int) -> GeneratedQuery:
         shapes = [(self._single, 30), (self._join, 22), (self._outer_join, 14), (self._in_subquery, 9),
                   (self._exists, 8), (self._scalar_subquery, 5), (self._derived, 5), (self._union, 3),
-                  (self._self_join, 4), (self._window, 2)]
+                  (self._union_join, 3), (self._self_join, 4), (self._window, 2)]
         if not self.fks:
             shapes = [s for s in shapes if s[0] in (self._single, self._scalar_subquery, self._derived,
                                                     self._union, self._self_join, self._window)]
@@ -304,6 +305,22 @@ class QueryMaker:
         u = f"u{self.aliases}"
         return (f"SELECT count(*), count(DISTINCT {u}.{columns[0]}) "
                 f"FROM ({' UNION ALL '.join(parts)}) {u}")
+
+    def _union_join(self) -> str:
+        """A UNION ALL of a foreign key from two filtered references of its table, joined to
+        the table it references (inner, or the union preserved): filters and diPs go into
+        the branches and out of the union."""
+        fk = self.rng.choice([f for f in self.fks if len(f.child_columns) == 1] or self.fks)
+        self.features.update(("union", "join"))
+        key, parent_key = fk.child_columns[0], fk.parent_columns[0]
+        parts = []
+        for _ in range(2):
+            a = self._alias(fk.child)
+            parts.append(f"SELECT {a}.{key} AS k FROM {fk.child} {a}{self._where([(a, fk.child)])}")
+        u, p = f"u{self.aliases}", self._alias(fk.parent)
+        join = self.rng.choice(["JOIN", "LEFT JOIN"])
+        return (f"SELECT count(*), count(DISTINCT {p}.{parent_key}) FROM ({' UNION ALL '.join(parts)}) {u} "
+                f"{join} {fk.parent} {p} ON {p}.{parent_key} = {u}.k{self._where([(p, fk.parent)])}")
 
     def _self_join(self) -> str:
         """A table joined with itself on its key's first column (lineitem l1, l2 on l_orderkey)."""
