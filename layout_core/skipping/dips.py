@@ -274,7 +274,7 @@ class DipExchange:
     notes: tuple[str, ...] = ()  # edges that carried no diP, and why
 
 
-def exchange_dips(edges: Sequence[Edge | JointEdge], layouts: Mapping[str, Sequence],
+def exchange_dips(edges: Sequence[Edge | JointEdge | UnionEdge], layouts: Mapping[str, Sequence],
                   keep: Mapping[str, Sequence[np.ndarray]], ranges_of, max_dips: int | None = None) -> DipExchange:
     """Run the diP exchange over `edges` between references that have layouts: an
     `Edge` carries a `DataPred`, a `JointEdge` `DataBoxes` over its columns.
