@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from layout_core.base.config import load_settings
 from layout_core.base.schema import Schema, load_schema
-from layout_core.catalog import Catalog, CatalogSnapshot
+from layout_core.catalog import Catalog
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import Route, RoutingIndex, route_query
 from layout_core.spark.views import register_layout_views
@@ -46,7 +46,6 @@ DEFAULT_MAX_AGE_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class LaidOutState:
-    snapshot: CatalogSnapshot
     index: RoutingIndex
     views: tuple[str, ...]  # the tables given a view of their active layouts
     read_at: float  # time.monotonic() of the catalog read
@@ -76,7 +75,7 @@ class LaidOutTables:
             snapshot = catalog.snapshot()
         views = register_layout_views(self.spark, snapshot, list(self.schema.tables.values()))
         log.info("spark_sql: %d laid-out tables as views (%s)", len(views), ", ".join(views) or "none")
-        return LaidOutState(snapshot, RoutingIndex.from_snapshot(snapshot), tuple(views), time.monotonic())
+        return LaidOutState(RoutingIndex.from_snapshot(snapshot), tuple(views), time.monotonic())
 
     def refresh(self) -> None:
         """Read the catalog again: the views and the router follow its active layouts now."""
