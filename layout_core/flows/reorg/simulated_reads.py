@@ -144,6 +144,14 @@ class References:
         return References(self.query[picks], self.implies[picks], self.disjoint[picks],
                           tuple(self.filters[i] for i in picks), self.satisfiable[picks], self.queries)
 
+    def with_cuts(self, cuts: np.ndarray) -> "References":
+        """The same references knowing only the cuts `cuts` (indices): a block's bits of any
+        other cut prove nothing for them."""
+        known = np.zeros(self.implies.shape[1], dtype=bool)
+        known[np.asarray(cuts, dtype=np.int64)] = True
+        return References(self.query, self.implies & known, self.disjoint & known, self.filters,
+                          self.satisfiable, self.queries)
+
     def per_query(self, per_reference: np.ndarray) -> np.ndarray:
         """Sum a value of each reference into its query's (length `queries`)."""
         return np.bincount(self.query, weights=per_reference, minlength=self.queries)
@@ -351,7 +359,9 @@ class OutOfSampleGain:
         tree = greedy_tree(subset, workload, self.min_leaf_rows, allowed_cuts=allowed, objective="router")
         block, n_blocks = tree_blocks(reindexed_tree(tree, members), self.sample, rows, self.block_rows, self.scale)
         new = simulated_blocks(self.sample, self.vc.vectors, rows, block, n_blocks)
-        return reads(self.refs.subset(judged), new).sum(axis=1)
+        # judged by T''s own cuts only: the simulated blocks carry bits of every cut of the window,
+        # and bits of the judged queries' own cuts, which T''s writer never records, would skip blocks
+        return reads(self.refs.subset(judged).with_cuts(allowed), new).sum(axis=1)
 
 
 @dataclass(frozen=True, eq=False)

@@ -121,6 +121,22 @@ def test_without_the_cut_the_writer_order_decides():
     assert _gain(by_x, none).per_query(np.array([0, 1]), [0]).tolist() == [1.0, 1.0]
 
 
+def test_t_prime_is_judged_by_its_own_cuts_only():
+    """The judged queries filter nothing the zone maps can use (TRUE) but imply the cut. T' sorted
+    by x without the cut allowed: blocks 1..4 | 5..8, and no row of the second has the cut's bit.
+    A writer of T' would not record that bit (T' has no such cut): both blocks are read, no gain.
+    With the cut allowed, T' splits on it and the second block is skipped by its bit: a gain of 1."""
+    sample = _sample(writer_rank([ColumnValues.of(VALUES)], 8))
+    vc = VectorCounts(BITS, np.bincount(VECTOR), np.ones(1))
+    refs = References(np.array([0, 1]), np.ones((2, 1), bool), np.zeros((2, 1), bool), (TRUE, TRUE),
+                      np.array([True, True]), 2)
+    none = (np.array([], np.int64), np.array([], np.int64))
+    judged_by_own_cuts = OutOfSampleGain(sample, vc, refs, np.array([0, 1]), none, np.array([0, 0]), 4, 1.0, 4)
+    assert judged_by_own_cuts.per_query(np.array([0, 1]), [0]).tolist() == [0.0, 0.0]
+    with_cut = OutOfSampleGain(sample, vc, refs, np.array([0, 1]), (np.array([0]),) * 2, np.array([0, 0]), 4, 1.0, 4)
+    assert with_cut.per_query(np.array([0, 1]), [0]).tolist() == [1.0, 1.0]
+
+
 def test_one_half_without_references_cannot_be_judged_out_of_sample():
     sample = _sample()
     vc = VectorCounts(BITS, np.bincount(VECTOR), np.ones(1))
