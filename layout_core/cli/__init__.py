@@ -49,7 +49,7 @@ from layout_core.skipping.router import RoutingIndex, route_query
 from layout_core.sql.statements import split_statements
 from layout_core.workload import tpcds
 from layout_core.workload.analyze import analyze_file, format_summary
-from layout_core.workload.history import QueryRecorder, parse_query_log, summarize_history
+from layout_core.workload.history import QueryRecorder, parse_query_log, query_log_text, summarize_history
 from layout_core.workload.tpcds_data import generate_tpcds
 from layout_core.workload.tpch import TEMPLATE_NUMBERS, generate, write_sql_file
 from layout_core.workload.tpch_skew import TpchVariant, generate_tpch_variant
@@ -225,6 +225,22 @@ def cmd_workload_history(args) -> int:
                           for r in q.reads) or "-"
         print(f"{q.ts:%Y-%m-%d %H:%M:%S} {q.source:7s} {q.fingerprint} {reads} | {' '.join(q.sql.split())[:80]}")
     print(f"{len(queries)} queries")
+    return 0
+
+
+def cmd_workload_export(args) -> int:
+
+    settings = load_settings(catalog_url=args.catalog)
+    out = Path(input_path(args.out, "--out", settings.allowed_roots))
+    with Catalog(settings.catalog_url) as catalog:
+        queries = catalog.query_history(since=_since(args.since))
+    text, left_out = query_log_text(queries)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(out)  # a reader never sees half a log
+    print(f"wrote {len(queries) - left_out} queries of the last {args.since} to {out}"
+          + (f"; {left_out} that do not parse left out" if left_out else ""))
     return 0
 
 
@@ -788,6 +804,12 @@ def build_parser() -> argparse.ArgumentParser:
     ws.add_argument("--schema", help="schema name (tpch) or YAML/JSON file")
     ws.add_argument("--json", action="store_true")
     ws.set_defaults(func=cmd_workload_shift)
+
+    we = workload.add_parser("export", help="write the query history as a query log (the nightly's query_log)")
+    we.add_argument("--since", default="7d", help="look back this long: 30m, 24h, 7d (default 7d)")
+    we.add_argument("--out", required=True, help="the SQL file to write (replaced whole)")
+    we.add_argument("--catalog", help="catalog URL")
+    we.set_defaults(func=cmd_workload_export)
 
     wh = workload.add_parser("history", help="the most recent queries of the catalog's query history")
     wh.add_argument("--catalog", help="catalog URL")

@@ -3,7 +3,8 @@
 `QueryRecorder` writes every routed query to the catalog (`layout route`,
 `layout rewrite`, `layout run-workload`, the demo); a failed write is logged
 and never fails the route. `parse_query_log` reads an external log for
-`layout workload import`. `summarize_history` gives the numbers behind
+`layout workload import`, `query_log_text` writes the history back as one
+for the nightly (`layout workload export`). `summarize_history` gives the numbers behind
 `layout stats` and the Airflow Skipping page.
 
 A template fingerprint is the query with its literals abstracted: every
@@ -223,6 +224,30 @@ def _sql_statements(text: str, now: dt.datetime) -> tuple[list, list[BadLine]]:
             position = found + len(statement.sql)
         entries.append((line, now, statement.sql))
     return entries, []
+
+
+def query_log_text(queries: Iterable[QueryRecord]) -> tuple[str, int]:
+    """The queries as a SQL query log, oldest first: what the nightly's `query_log` and
+    `layout workload import` read. Per query a header `-- history <ts> <source> <template>`
+    and the statement ending in `;` (a repeated query stays repeated: the optimizers weigh
+    queries by how often they ran). A query that does not parse, or whose text would not read
+    back as itself (an open quote or comment would swallow the queries after it), is left
+    out; returns (text, left out)."""
+    chunks, left_out = [], 0
+    for q in sorted(queries, key=lambda q: q.ts):
+        sql = q.sql.strip().rstrip(";").rstrip()
+        # a `--` comment on the last line would swallow a `;` written after it
+        chunk = f"-- history {q.ts.isoformat()} {q.source} {q.fingerprint}\n{sql}\n;\n\n"
+        try:
+            parse_query(sql)
+        except QueryError:
+            left_out += 1
+            continue
+        if [s.sql for s in split_statements(chunk)] != [sql]:
+            left_out += 1
+            continue
+        chunks.append(chunk)
+    return "".join(chunks), left_out
 
 
 # ---------------------------------------------------------------------------

@@ -236,3 +236,31 @@ def test_summary_counts_scans_templates_and_days():
     assert lineitem.daily[1].skipped == pytest.approx(0.3)
     assert (orders.queries, orders.blocks_read, orders.blocks_total) == (1, 1, 4)
     assert summarize_history([]) == []
+
+
+def test_the_history_exports_as_a_query_log_that_reads_back_query_for_query(tmp_path, monkeypatch, capsys):
+    from layout_core.sql.statements import split_statements
+
+    url = f"sqlite:///{tmp_path / 'catalog.db'}"
+    monkeypatch.setenv("LAYOUT_CATALOG_URL", url)
+    now = dt.datetime.now(UTC)
+    semicolon = "SELECT count(*) FROM orders WHERE o_comment = 'a;b' -- ends in a comment"
+    q6 = "SELECT sum(l_extendedprice) FROM lineitem WHERE l_discount > 0.05"
+    with Catalog(url) as catalog:
+        catalog.record_queries([
+            QueryRecord(now - dt.timedelta(days=10), "SELECT 1 FROM nation", "t0", "import"),  # before --since
+            QueryRecord(now - dt.timedelta(hours=3), q6 + ";", "t1", "import"),
+            QueryRecord(now - dt.timedelta(hours=2), semicolon, "t2", "import"),
+            QueryRecord(now - dt.timedelta(hours=1), "SELECT broken FROM (", "t3", "api", analyzed=False),
+            QueryRecord(now - dt.timedelta(minutes=5), q6, "t1", "import"),  # ran twice: exported twice
+        ])
+    out = tmp_path / "logs" / "week.sql"
+    assert main(["workload", "export", "--since", "7d", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote 3 queries of the last 7d to {out}; 1 that do not parse left out"
+    assert [s.sql for s in split_statements(out.read_text())] == [q6, semicolon, q6]
+    assert not list(out.parent.glob("*.partial"))
+
+    # the log loads as the queries it came from (the nightly's query_log reads the same statements)
+    monkeypatch.setenv("LAYOUT_CATALOG_URL", f"sqlite:///{tmp_path / 'other.db'}")
+    assert main(["workload", "import", str(out)]) == 0
+    assert "loaded 3 queries into the history; 0 bad entries skipped" in capsys.readouterr().out
