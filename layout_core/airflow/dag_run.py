@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from layout_core.base.errors import ToolError
 
@@ -54,19 +55,35 @@ def ensure_airflow_db(env: dict) -> None:
     marker.touch()
 
 
+# Lines of `airflow dags test` at INFO worth showing as they come: each task's start and end,
+# what it returned (the tasks return small numbers), the run's end, errors.
+PROGRESS_MARKS = ("[DAG TEST]", "Done. Returned value was", "DagRun Finished", "[error", "[critical")
+
+
 def run_dag_test(env: dict, dag_id: str, conf: dict, logical_date: str | None = None,
-                 log_file: Path | None = None) -> subprocess.CompletedProcess:
-    """Run one DAG run to the end; raises ToolError (with the log tail) when it fails."""
+                 log_file: Path | None = None, echo: Callable[[str], None] | None = None) -> str:
+    """Run one DAG run to the end and return its output; raises ToolError (with the log
+    tail) when it fails. `echo`: called with each progress line (PROGRESS_MARKS) as it comes,
+    Airflow then logging at INFO; the whole output goes to `log_file` as it comes."""
     ensure_airflow_db(env)
+    if echo is not None:
+        env = {**env, "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"}
     # the logical date right after the DAG id: argparse fills both positionals in one go
     cmd = [_airflow(), "dags", "test", dag_id, *([logical_date] if logical_date else []), "-c", json.dumps(conf)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    output = done.stdout + done.stderr
+    lines = []
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        log_file.write_text(output)
-    failed = done.returncode != 0 or "state=failed" in output.replace(" ", "") or "DagRunState.FAILED" in output
+    with open(log_file if log_file is not None else os.devnull, "w") as sink, \
+            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as run:
+        for line in run.stdout:
+            lines.append(line)
+            sink.write(line)
+            sink.flush()
+            if echo is not None and any(mark in line for mark in PROGRESS_MARKS):
+                echo(line.rstrip("\n"))
+    output = "".join(lines)
+    failed = run.returncode != 0 or "state=failed" in output.replace(" ", "") or "DagRunState.FAILED" in output
     if failed:
         tail = "\n".join(output.splitlines()[-40:])
-        raise ToolError(f"airflow dags test {dag_id} failed (exit {done.returncode}):\n{tail}")
-    return done
+        raise ToolError(f"airflow dags test {dag_id} failed (exit {run.returncode}):\n{tail}")
+    return output

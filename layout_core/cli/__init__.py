@@ -640,8 +640,8 @@ def cmd_dag_test(args) -> int:
     if Path(settings.schema).is_file():  # the jobs run elsewhere: give them an absolute path
         env["LAYOUT_SCHEMA"] = str(Path(settings.schema).resolve())
     log_file = home / "logs" / f"{args.dag_id}.log"
-    print(f"running {args.dag_id} (airflow dags test; log {log_file})")
-    run_dag_test(env, args.dag_id, conf, log_file=log_file)
+    print(f"running {args.dag_id} (airflow dags test; log {log_file})", flush=True)
+    run_dag_test(env, args.dag_id, conf, log_file=log_file, echo=lambda line: print(f"  {line[:300]}", flush=True))
     print(f"{args.dag_id} succeeded; `layout catalog show` lists the new versions")
     return 0
 

@@ -167,7 +167,8 @@ def run_demo(home: Path, sf: float = 0.05) -> int:
     for partition, start, end in PARTITIONS:
         t0 = time.monotonic()
         run_dag_test(env, "layout_nightly", _conf(tpch, train, partition, start, end, "fineblock"),
-                     log_file=home / "logs" / f"dag_{partition}.log")
+                     log_file=home / "logs" / f"dag_{partition}.log",
+                     echo=lambda line: print(f"      {line[:200]}", flush=True))
         print(f"      partition {partition}: done in {time.monotonic() - t0:.0f} s "
               f"(log: {home / 'logs' / f'dag_{partition}.log'})")
 
