@@ -33,6 +33,10 @@ value is an import error naming the variable):
     LAYOUT_NIGHTLY_POKE_INTERVAL seconds between its checks, default 300 (reschedule mode from
                                  60 s up: no worker slot held while waiting; poke mode below)
 
+layout_nightly starts paused in a deployment (unpause it in the UI or with `airflow dags
+unpause`) until a default source is set (LAYOUT_NIGHTLY_SOURCE, or "source" in
+LAYOUT_NIGHTLY_PARAMS): without one every scheduled run would wait for nothing and fail.
+
 Kept light on purpose: no Spark import here, and of layout_core only the
 stdlib-only modules (base.names, base.params, flows.names), so the DAG
 processor parses this file in milliseconds.
@@ -300,7 +304,9 @@ with DAG(
     # --max-active-runs 1.) The star and reoptimize DAGs are not serialized with it: the
     # catalog keeps a partition consistent (one activation transaction retires the other).
     **{**DAG_DEFAULTS, "start_date": NIGHTLY_START_DATE, "catchup": NIGHTLY_CATCHUP},
-    params=_param_defaults(NIGHTLY_PARAMS),
+    params=(nightly_params := _param_defaults(NIGHTLY_PARAMS)),
+    # without a default source a scheduled run has nothing to lay out (module docstring)
+    is_paused_upon_creation=not nightly_params["source"].value,
 ) as dag:
     wait_for_input = LandingSensor(
         task_id="wait_for_input",

@@ -79,6 +79,7 @@ def test_nightly_runs_daily_one_at_a_time_without_catchup_by_default(tmp_path, m
     sensor = dag.get_task("wait_for_input")
     assert (sensor.timeout, sensor.poke_interval, sensor.mode) == (6 * 3600, 300, "reschedule")
     assert dag.params["source"] == "" and dag.params["ready_file"] == ""
+    assert dag.is_paused_upon_creation is True  # no source: paused until one is configured
     # every step reads the partition and the run key from the sensor, ingest also the source
     for step in ("ingest", "featurize", "write_blocks", "update_catalog"):
         args = dag.get_task(step).application_args
@@ -104,7 +105,7 @@ def test_nightly_settings_come_from_the_environment(tmp_path, monkeypatch):
     assert dag.start_date.isoformat().startswith("2026-01-15")
     sensor = dag.get_task("wait_for_input")
     assert (sensor.timeout, sensor.poke_interval, sensor.mode) == (90, 5, "poke")
-    assert dag.params["source"] == "/landing/orders/dt={{ ds }}"
+    assert dag.params["source"] == "/landing/orders/dt={{ ds }}" and dag.is_paused_upon_creation is False
     assert (dag.params["table"], dag.params["optimizer"], dag.params["block_rows"]) == ("orders", "qdtree", 700)
 
     for off in ("", "none"):
