@@ -4,8 +4,9 @@ Deletes the block folders of layout versions retired (or failed) longer ago
 than `older_than`, and the staging folders of DAG runs that can no longer
 resume; see layout_core/flows/gc.py for what is never deleted. The whole report
 goes to <warehouse>/_gc/<dag_id>__<run_id>/report.json (the "Layout run" tab of
-the Airflow plugin shows it). The catalog URL and warehouse come from the
-environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE); LAYOUT_GC_SCHEDULE sets the
+the Airflow plugin shows it). The catalog is the Airflow connection
+`layout_catalog`'s when it is defined, else LAYOUT_CATALOG_URL's; the warehouse
+comes from LAYOUT_WAREHOUSE; LAYOUT_GC_SCHEDULE sets the
 schedule (default @daily, empty: manual runs only).
 
 Kept light on purpose: of layout_core only the stdlib-only flows.names at the top, the rest
@@ -52,9 +53,11 @@ with DAG(
         """Run the gc and write its whole report (a dry run's too) to
         <warehouse>/_gc/<dag_id>__<run_id>/report.json, which the plugin's "Layout run" tab
         shows; returns its counts only (they go to XCom)."""
+        from layout_core.airflow.catalog_connection import use_catalog_connection
         from layout_core.base.config import load_settings
         from layout_core.flows.gc import report_path, run_gc, write_report
 
+        use_catalog_connection()
         params = params or {}
         report = run_gc(str(params.get("older_than", "24h")), dry_run=bool(params.get("dry_run", False)))
         path = report_path(load_settings().warehouse, f"{dag.dag_id}__{run_id}")

@@ -17,8 +17,9 @@ Each step is a spark-submit of `jobs/<step>.py` on the `spark_default`
 connection (local mode unless the connection says otherwise). Steps keep
 their outputs under the run's staging folder, so a retried task redoes only
 its own work; the new layout becomes visible in the last step, in one
-catalog transaction. The catalog URL and warehouse come from the
-environment (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE).
+catalog transaction. The catalog is the Airflow connection `layout_catalog`'s
+when it is defined (`layout_core.airflow.catalog_connection`), else
+LAYOUT_CATALOG_URL's; the warehouse comes from LAYOUT_WAREHOUSE.
 
 layout_nightly's schedule and defaults for unattended runs come from the
 environment of the Airflow processes (read when this file is parsed; a bad

@@ -31,9 +31,21 @@ SPARK_CONF = {
 }
 
 
+class LayoutSparkSubmit(SparkSubmitOperator):
+    """spark-submit with the catalog of the Airflow connection `layout_catalog`, when defined
+    (`layout_core.airflow.catalog_connection`): the job inherits the task's environment."""
+
+    def execute(self, context):
+        # at run time, in the task's process: not when the DAG file is parsed
+        from layout_core.airflow.catalog_connection import use_catalog_connection
+
+        use_catalog_connection()
+        return super().execute(context)
+
+
 def spark_submit(task_id: str, job: str, args: list[str], **kwargs) -> SparkSubmitOperator:
     """A step that spark-submits `jobs/<job>` with `args` on the spark_default connection."""
-    return SparkSubmitOperator(
+    return LayoutSparkSubmit(
         task_id=task_id,
         application=str(JOBS_DIR / job),
         application_args=args,

@@ -523,11 +523,15 @@ def test_gc_dag_task_collects_garbage_and_returns_numbers(gc_dag, wh, three, mon
 
 @pytest.mark.slow
 def test_airflow_runs_the_gc_dag(wh, three, tmp_path):
-    """`airflow dags test layout_gc` (about 10 s): params reach the task, its counts reach XCom."""
+    """`airflow dags test layout_gc` (about 10 s): params reach the task, its counts reach XCom;
+    the catalog is the Airflow connection layout_catalog's, not LAYOUT_CATALOG_URL's."""
     from layout_core.airflow.dag_run import airflow_env, run_dag_test
 
-    env = airflow_env(tmp_path / "airflow", wh.catalog.url, wh.root)
+    decoy = tmp_path / "decoy" / "catalog.db"
+    env = airflow_env(tmp_path / "airflow", f"sqlite:///{decoy}", wh.root)
+    env["AIRFLOW_CONN_LAYOUT_CATALOG"] = json.dumps({"conn_type": "generic", "extra": {"url": wh.catalog.url}})
     run_dag_test(env, "layout_gc", {"older_than": "0s", "dry_run": False}, log_file=tmp_path / "dag.log")
+    assert not decoy.exists()
     assert wh.states(*three) == ["purged", "purged", "active"]
     assert len(wh.catalog.purges()) == 4 + 3
     [path] = (wh.root / "_gc").glob("layout_gc__*/report.json")  # the task wrote its report

@@ -51,7 +51,7 @@ def test_dagbag_imports_without_errors(dagbag):
     assert [t.task_id for t in dag.topological_sort()] == ["wait_for_input", *STEPS]
     assert dag.get_task("wait_for_input").task_type == "LandingSensor"
     for task in (dag.get_task(step) for step in STEPS):
-        assert task.task_type == "SparkSubmitOperator"
+        assert task.task_type == "LayoutSparkSubmit"  # a SparkSubmitOperator that sets the catalog first
         assert task.application.endswith(f"jobs/{task.task_id}.py")
     assert {"table", "partition", "optimizer", "block_rows", "settings", "query_log"} <= set(dag.params)
     # the optimizers are the registry's business: the DAG file names none but its defaults

@@ -1,0 +1,76 @@
+"""The catalog URL from the Airflow connection `layout_catalog`, LAYOUT_CATALOG_URL without it."""
+
+import json
+import logging
+import sys
+
+import pytest
+from airflow.sdk import Connection
+
+from layout_core.airflow.catalog_connection import catalog_url_of, use_catalog_connection
+from layout_core.base.errors import UserError
+
+
+def test_connections_become_sqlalchemy_urls():
+    pg = Connection(conn_id="layout_catalog", conn_type="postgres", host="db.internal", port=5433,
+                    login="layout", password="p@ss/word", schema="catalog")
+    assert catalog_url_of(pg) == "postgresql+psycopg2://layout:p%40ss%2Fword@db.internal:5433/catalog"
+    trust = Connection(conn_id="layout_catalog", conn_type="postgres", host="127.0.0.1", schema="test")
+    assert catalog_url_of(trust) == "postgresql+psycopg2://127.0.0.1/test"
+    lite = Connection(conn_id="layout_catalog", conn_type="sqlite", host="/srv/layout/catalog.db")
+    assert catalog_url_of(lite) == "sqlite:////srv/layout/catalog.db"
+    # the extra's URL wins whatever the type
+    given = Connection(conn_id="layout_catalog", conn_type="generic",
+                       extra=json.dumps({"url": "mysql+pymysql://u@h/db"}))
+    assert catalog_url_of(given) == "mysql+pymysql://u@h/db"
+    with pytest.raises(UserError, match="conn_type 'http' is not supported"):
+        catalog_url_of(Connection(conn_id="layout_catalog", conn_type="http", host="h"))
+    with pytest.raises(UserError, match="needs a host"):
+        catalog_url_of(Connection(conn_id="layout_catalog", conn_type="postgres"))
+
+
+@pytest.fixture
+def no_connection(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+    monkeypatch.delenv("AIRFLOW_CONN_LAYOUT_CATALOG", raising=False)
+    monkeypatch.setenv("LAYOUT_CATALOG_URL", "sqlite:////from/the/environment.db")
+
+
+def test_the_connection_overrides_the_environment_and_its_absence_is_said_once(no_connection, monkeypatch, caplog):
+    import os
+
+    with caplog.at_level(logging.INFO, logger="layout_core.airflow.catalog_connection"):
+        use_catalog_connection()
+    assert os.environ["LAYOUT_CATALOG_URL"] == "sqlite:////from/the/environment.db"
+    assert [r.getMessage() for r in caplog.records] == [
+        "no Airflow connection layout_catalog: the catalog is LAYOUT_CATALOG_URL's (sqlite:////from/the/environment.db)"]
+
+    monkeypatch.setenv("AIRFLOW_CONN_LAYOUT_CATALOG", json.dumps(
+        {"conn_type": "postgres", "host": "127.0.0.1", "port": 5432, "login": "postgres", "password": "secret",
+         "schema": "test"}))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="layout_core.airflow.catalog_connection"):
+        use_catalog_connection()
+    assert os.environ["LAYOUT_CATALOG_URL"] == "postgresql+psycopg2://postgres:secret@127.0.0.1:5432/test"
+    assert "secret" not in caplog.text and "catalog from the Airflow connection layout_catalog" in caplog.text
+
+
+def test_a_spark_step_submits_with_the_connections_catalog(no_connection, monkeypatch, tmp_path):
+    """The DAGs' spark-submit steps set the catalog before they submit (the job inherits it)."""
+    import os
+
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from layout_core.airflow.dag_run import PROJECT
+
+    monkeypatch.syspath_prepend(str(PROJECT / "dags"))  # as the DAG processor does
+    sys.modules.pop("spark_jobs", None)
+    from spark_jobs import spark_submit
+
+    seen = []
+    monkeypatch.setattr(SparkSubmitOperator, "execute",
+                        lambda self, context: seen.append(os.environ["LAYOUT_CATALOG_URL"]))
+    monkeypatch.setenv("AIRFLOW_CONN_LAYOUT_CATALOG",
+                       json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "c.db")}))
+    spark_submit("ingest", "ingest.py", []).execute({})
+    assert seen == [f"sqlite:///{tmp_path / 'c.db'}"]
