@@ -5,6 +5,8 @@ blocks the api-server's event loop; a catalog that cannot be reached gives a 503
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,7 +32,10 @@ from layout_core.airflow.pages.render_reports import render_gc, render_monitor
 from layout_core.airflow.pages.render_runs import render_run
 from layout_core.airflow.pages.reports import block_sizes, read_gc_run, read_monitor_run, step_seconds
 from layout_core.base.config import load_settings
+from layout_core.base.errors import UserError
 from layout_core.flows.names import GC_DAG, MONITOR_DAG
+
+log = logging.getLogger(__name__)
 
 URL_PREFIX = "/layouts"
 DEFAULT_DAYS = 7  # the skipping page's window
@@ -54,9 +59,32 @@ def _plots():
     return plots
 
 
-def create_app(catalog_url: str | None = None, warehouse: str | Path | None = None) -> FastAPI:
-    """The plugin's FastAPI app. Without arguments the catalog and warehouse are read from the
-    settings (LAYOUT_CATALOG_URL, LAYOUT_WAREHOUSE) at each request."""
+def deployment_catalog_url(max_age_seconds: float = 60.0) -> Callable[[], str | None]:
+    """The Airflow connection layout_catalog's URL (None: not defined), looked up at most once
+    a minute: the pages ask at every request, the connection lives in Airflow's database."""
+    from layout_core.airflow.catalog_connection import connection_catalog_url  # needs Airflow
+
+    cached: list = []  # [(looked up at, url)]
+
+    def lookup() -> str | None:
+        now = time.monotonic()
+        if not cached or now - cached[0][0] > max_age_seconds:
+            try:
+                url = connection_catalog_url()
+            except UserError as e:  # a connection that names no catalog: the environment's, said
+                log.warning("%s; the pages read LAYOUT_CATALOG_URL's catalog", e)
+                url = None
+            cached[:] = [(now, url)]
+        return cached[0][1]
+
+    return lookup
+
+
+def create_app(catalog_url: str | None = None, warehouse: str | Path | None = None,
+               connection_url: Callable[[], str | None] | None = None) -> FastAPI:
+    """The plugin's FastAPI app. Without arguments the catalog is `connection_url()`'s (the
+    plugin's: the Airflow connection layout_catalog), else the settings' (LAYOUT_CATALOG_URL),
+    and the warehouse LAYOUT_WAREHOUSE, read at each request."""
     app = FastAPI(title="Layouts", docs_url=None, redoc_url=None, openapi_url=None)
     pool = CatalogPool()
     app.state.catalogs = pool
@@ -65,7 +93,8 @@ def create_app(catalog_url: str | None = None, warehouse: str | Path | None = No
         if catalog_url is not None and warehouse is not None:
             return catalog_url, Path(warehouse)
         settings = load_settings()
-        return catalog_url or settings.catalog_url, Path(warehouse if warehouse is not None else settings.warehouse)
+        url = catalog_url or (connection_url() if connection_url is not None else None) or settings.catalog_url
+        return url, Path(warehouse if warehouse is not None else settings.warehouse)
 
     def base(request: Request) -> str:
         return str(request.scope.get("root_path", "")).rstrip("/")
@@ -161,4 +190,4 @@ def create_app(catalog_url: str | None = None, warehouse: str | Path | None = No
     return app
 
 
-app = create_app()
+app = create_app(connection_url=deployment_catalog_url())

@@ -864,3 +864,25 @@ def test_a_reorganization_run_names_the_version_it_replaces_by_either_key(catalo
         paths.file("metrics.json").write_text(json.dumps(metrics))
         response = client.get(_reorg_url())
         assert response.status_code == 200 and said in " ".join(_text(response.text).split()), said
+
+
+def test_the_pages_read_the_catalog_of_the_airflow_connection_over_the_environments(
+        catalog_url, warehouse, tmp_path, monkeypatch):
+    from layout_core.airflow.pages.app import deployment_catalog_url
+
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+    monkeypatch.setenv("LAYOUT_CATALOG_URL", f"sqlite:///{tmp_path / 'empty.db'}")
+    monkeypatch.setenv("LAYOUT_WAREHOUSE", str(warehouse))
+    monkeypatch.setenv("AIRFLOW_CONN_LAYOUT_CATALOG",
+                       json.dumps({"conn_type": "generic", "extra": {"url": catalog_url}}))
+    lookup = deployment_catalog_url(max_age_seconds=3600)
+    app = create_app(connection_url=lookup)
+    app.dependency_overrides[require_user] = lambda: "tester"
+    assert "lineitem" in _text(TestClient(app).get("/").text)
+    # looked up once an hour here: a changed connection shows once the hour is over
+    monkeypatch.delenv("AIRFLOW_CONN_LAYOUT_CATALOG")
+    assert lookup() == catalog_url
+    assert deployment_catalog_url(max_age_seconds=0)() is None
+    app = create_app(connection_url=deployment_catalog_url())
+    app.dependency_overrides[require_user] = lambda: "tester"
+    assert "The layout catalog is empty" in TestClient(app).get("/").text  # the environment's catalog
