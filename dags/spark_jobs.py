@@ -33,13 +33,24 @@ SPARK_CONF = {
 
 class LayoutSparkSubmit(SparkSubmitOperator):
     """spark-submit with the catalog of the Airflow connection `layout_catalog`, when defined
-    (`layout_core.airflow.catalog_connection`): the job inherits the task's environment."""
+    (`layout_core.airflow.catalog_connection`; the job inherits the task's environment), and
+    the Spark settings of the connection's extra "conf" object (e.g. {"conf":
+    {"spark.sql.shuffle.partitions": "64"}}) over SPARK_CONF, LAYOUT_SPARK_CONF over both."""
 
     def execute(self, context):
         # at run time, in the task's process: not when the DAG file is parsed
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
         from layout_core.airflow.catalog_connection import use_catalog_connection
+        from layout_core.base.jvm import spark_conf_of_connection
 
         use_catalog_connection()
+        try:
+            extra = BaseHook.get_connection(self._conn_id).extra_dejson
+        except AirflowNotFoundException:  # the hook's own defaults apply: no settings of ours
+            extra = {}
+        self.conf = {**(self.conf or {}), **spark_conf_of_connection(extra, self._conn_id), **spark_conf_from_env()}
         return super().execute(context)
 
 

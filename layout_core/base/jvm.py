@@ -16,13 +16,16 @@ Two options make short jobs cheaper:
 
 `LAYOUT_SPARK_CLASS_ARCHIVE` names another archive file, or `off` for none.
 `LAYOUT_SPARK_CONF`, a JSON object of Spark settings, overrides the settings of every
-layout session and job (in-process sessions, benchmarks, the DAGs' spark-submits).
+layout session and job (in-process sessions, benchmarks, the DAGs' spark-submits); the
+DAGs' spark-submits also take the `spark_default` connection's extra "conf" object, which
+LAYOUT_SPARK_CONF overrides.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -51,6 +54,33 @@ def driver_java_options(short_job: bool = True) -> str:
     return options
 
 
+# Settings whose values Spark parses: a bad one fails the driver with an error that does not
+# name the setting, so they are checked before Spark sees them.
+_SIZE_SETTINGS = ("spark.driver.memory", "spark.executor.memory", "spark.driver.memoryOverhead",
+                  "spark.executor.memoryOverhead", "spark.driver.maxResultSize")
+_COUNT_SETTINGS = ("spark.sql.shuffle.partitions", "spark.default.parallelism", "spark.driver.cores",
+                   "spark.executor.cores", "spark.executor.instances", "spark.cores.max")
+_SIZE = re.compile(r"^[0-9]+([kmgtp]b?|b)?$", re.IGNORECASE)
+
+
+def checked_spark_conf(conf, where: str) -> dict[str, str]:
+    """Spark settings as strings. A name outside `spark.*`, or a size or count Spark would
+    refuse, is a ValueError naming the setting and `where` it was given."""
+    if not isinstance(conf, dict):
+        raise ValueError(f"{where} must be a JSON object of Spark settings, got {str(conf)[:80]!r}")
+    out = {}
+    for key, value in conf.items():
+        key, text = str(key), (str(value).lower() if isinstance(value, bool) else str(value).strip())
+        if not key.startswith("spark."):
+            raise ValueError(f"{where}: {key!r} is not a Spark setting (they start with 'spark.')")
+        if key in _SIZE_SETTINGS and not _SIZE.match(text):
+            raise ValueError(f"{where}: {key} must be a size such as 512m or 8g, not {text[:40]!r}")
+        if key in _COUNT_SETTINGS and not (text.isascii() and text.isdigit() and int(text) > 0):
+            raise ValueError(f"{where}: {key} must be a whole number above 0, not {text[:40]!r}")
+        out[key] = text
+    return out
+
+
 def spark_conf_from_env() -> dict[str, str]:
     """The Spark settings in `LAYOUT_SPARK_CONF` (absent or empty: none)."""
     text = os.environ.get(CONF_ENV, "").strip()
@@ -60,6 +90,10 @@ def spark_conf_from_env() -> dict[str, str]:
         conf = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"{CONF_ENV} is not JSON ({err.msg}): {text[:80]!r}") from None
-    if not isinstance(conf, dict):
-        raise ValueError(f"{CONF_ENV} must be a JSON object of Spark settings, got {text[:80]!r}")
-    return {str(key): str(value) for key, value in conf.items()}
+    return checked_spark_conf(conf, CONF_ENV)
+
+
+def spark_conf_of_connection(extra: dict, conn_id: str = "spark_default") -> dict[str, str]:
+    """The Spark settings of a spark connection's extra field, its "conf" object (none: {})."""
+    conf = (extra or {}).get("conf")
+    return {} if conf is None else checked_spark_conf(conf, f'the {conn_id} connection\'s extra "conf"')

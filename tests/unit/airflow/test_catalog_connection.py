@@ -74,3 +74,30 @@ def test_a_spark_step_submits_with_the_connections_catalog(no_connection, monkey
                        json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "c.db")}))
     spark_submit("ingest", "ingest.py", []).execute({})
     assert seen == [f"sqlite:///{tmp_path / 'c.db'}"]
+
+
+def test_a_spark_step_takes_spark_settings_from_the_connection_and_the_environment_over_it(
+        no_connection, monkeypatch):
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from layout_core.airflow.dag_run import PROJECT
+
+    monkeypatch.syspath_prepend(str(PROJECT / "dags"))
+    sys.modules.pop("spark_jobs", None)
+    from spark_jobs import spark_submit
+
+    submitted = []
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: submitted.append(dict(self.conf)))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+        {"conn_type": "spark", "host": "local[2]",
+         "extra": {"conf": {"spark.sql.shuffle.partitions": 64, "spark.executor.memory": "2g"}}}))
+    monkeypatch.setenv("LAYOUT_SPARK_CONF", '{"spark.executor.memory": "3g"}')
+    spark_submit("ingest", "ingest.py", []).execute({})
+    (conf,) = submitted
+    assert conf["spark.sql.shuffle.partitions"] == "64" and conf["spark.executor.memory"] == "3g"
+    assert conf["spark.sql.session.timeZone"] == "UTC"  # the jobs' own settings stay
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+        {"conn_type": "spark", "host": "local[2]", "extra": {"conf": {"spark.driver.memory": "plenty"}}}))
+    with pytest.raises(ValueError, match="spark_default connection's extra \"conf\": spark.driver.memory"):
+        spark_submit("ingest", "ingest.py", []).execute({})

@@ -3,12 +3,15 @@ Spark settings from LAYOUT_SPARK_CONF."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from layout_core.base.jvm import class_archive_path, driver_java_options, spark_conf_from_env
+from layout_core.base.jvm import (class_archive_path, driver_java_options, spark_conf_from_env,
+                                  spark_conf_of_connection)
 
 
 def test_the_archive_lives_in_the_python_environment_unless_named(monkeypatch, tmp_path):
@@ -80,3 +83,25 @@ def test_spark_settings_that_are_not_a_json_object_are_refused_naming_the_variab
     monkeypatch.setenv("LAYOUT_SPARK_CONF", value)
     with pytest.raises(ValueError, match=message):
         spark_conf_from_env()
+
+
+@pytest.mark.parametrize("conf, message", [
+    ({"shuffle.partitions": "8"}, "'shuffle.partitions' is not a Spark setting"),
+    ({"spark.driver.memory": "lots"}, "spark.driver.memory must be a size such as 512m or 8g, not 'lots'"),
+    ({"spark.executor.memory": "1.5g"}, "spark.executor.memory must be a size"),
+    ({"spark.sql.shuffle.partitions": "0"}, "spark.sql.shuffle.partitions must be a whole number above 0"),
+    ({"spark.executor.cores": "two"}, "spark.executor.cores must be a whole number above 0, not 'two'"),
+])
+def test_a_setting_spark_would_refuse_is_named_with_where_it_was_given(monkeypatch, conf, message):
+    monkeypatch.setenv("LAYOUT_SPARK_CONF", json.dumps(conf))
+    with pytest.raises(ValueError, match=f"^LAYOUT_SPARK_CONF: {re.escape(message)}"):
+        spark_conf_from_env()
+    with pytest.raises(ValueError, match=f"^the spark_default connection's extra \"conf\": {re.escape(message)}"):
+        spark_conf_of_connection({"conf": conf})
+
+
+def test_a_spark_connections_extra_may_carry_spark_settings():
+    assert spark_conf_of_connection({"deploy-mode": "client"}) == {}
+    assert spark_conf_of_connection({"conf": {"spark.sql.shuffle.partitions": 64, "spark.driver.memory": "8G",
+                                              "spark.eventLog.enabled": True}}) == {
+        "spark.sql.shuffle.partitions": "64", "spark.driver.memory": "8G", "spark.eventLog.enabled": "true"}
