@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG, Param, chain, task
-from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
+from spark_jobs import ACTIVATES, RUN_ID, spark_submit
 
 from layout_core.flows.names import CHANGES_DAG, CHANGES_STEPS
 
@@ -78,5 +78,5 @@ with DAG(
                 "cuts_repaired": done.get("cuts_repaired"), "cuts_left_stale": staged.get("cuts_left_stale"),
                 "dangling_rows": staged.get("dangling_rows"), "empty": bool(done.get("empty"))}
 
-    chain(*[changes_step(step, outlets=[LAYOUT_CATALOG] if step == CHANGES_STEPS[-1] else [])
+    chain(*[changes_step(step, outlets=ACTIVATES if step == CHANGES_STEPS[-1] else [])
             for step in CHANGES_STEPS], report())

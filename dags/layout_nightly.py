@@ -52,7 +52,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import (DAG, BaseSensorOperator, CronDataIntervalTimetable, Param, PokeReturnValue,
                          TaskGroup, chain)
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
-from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
+from spark_jobs import ACTIVATES, RUN_ID, spark_submit
 
 from layout_core.base.names import MAX_BLOCK_ROWS
 from layout_core.base.params import PARTITION_PARAM_PATTERN, PATH_PARAM_PATTERN
@@ -92,7 +92,7 @@ def nightly_steps(run_args: list[str], extra_args: dict[str, tuple[str, ...]]) -
     """One spark-submit task per nightly step (jobs/<step>.py), in the order of
     flows.names.NIGHTLY_STEPS; the last one publishes the layout to the catalog."""
     return [spark_step(step, *extra_args.get(step, ()), run_args=run_args,
-                       outlets=[LAYOUT_CATALOG] if step == NIGHTLY_STEPS[-1] else [])
+                       outlets=ACTIVATES if step == NIGHTLY_STEPS[-1] else [])
             for step in NIGHTLY_STEPS]
 
 

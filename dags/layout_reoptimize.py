@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG, AssetAlias, Param, chain, task
-from spark_jobs import LAYOUT_CATALOG, RUN_ID, spark_submit
+from spark_jobs import ACTIVATES, RUN_ID, spark_submit
 
 from layout_core.flows.names import REOPTIMIZE_DAG, REORG_STEPS
 
@@ -96,5 +96,5 @@ with DAG(
         return out
 
     chosen = choose_table()
-    chain(chosen, *[reorg_step(step, outlets=[LAYOUT_CATALOG] if step == REORG_STEPS[-1] else [])
+    chain(chosen, *[reorg_step(step, outlets=ACTIVATES if step == REORG_STEPS[-1] else [])
                     for step in REORG_STEPS], report(chosen))

@@ -9,13 +9,22 @@ import os
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Asset
+from airflow.sdk import Asset, AssetAlias
 
 from layout_core.base.jvm import driver_java_options, spark_conf_from_env
 
 JOBS_DIR = Path(os.environ.get("LAYOUT_JOBS_DIR", Path(__file__).resolve().parent.parent / "jobs"))
 # Every run that activates a layout version updates it (the UI's "what changed the catalog").
 LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")
+# ... and the table's own Asset (`table_asset`), through this alias: the table is a run's param.
+LAYOUT_TABLES = AssetAlias("layout_tables")
+ACTIVATES = [LAYOUT_CATALOG, LAYOUT_TABLES]  # the outlets of a step that activates a version
+
+
+def table_asset(table: str) -> Asset:
+    """One table's Asset: an event each time a run activates a new layout of it. A DAG
+    scheduled on it runs after the table's layout changed."""
+    return Asset(name=f"layout_table_{table}", uri=f"file:///layout/tables/{table}")
 # Scheduled run ids ("scheduled__<date>") are the same in every DAG: prefix the DAG id
 # so two DAGs never share a staging folder or a catalog version.
 RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
@@ -51,7 +60,11 @@ class LayoutSparkSubmit(SparkSubmitOperator):
         except AirflowNotFoundException:  # the hook's own defaults apply: no settings of ours
             extra = {}
         self.conf = {**(self.conf or {}), **spark_conf_of_connection(extra, self._conn_id), **spark_conf_from_env()}
-        return super().execute(context)
+        result = super().execute(context)
+        if LAYOUT_TABLES in self.outlets:  # the step activated a version of the table in --table
+            table = self.application_args[self.application_args.index("--table") + 1]
+            context["outlet_events"][LAYOUT_TABLES].add(table_asset(table))
+        return result
 
 
 def spark_submit(task_id: str, job: str, args: list[str], **kwargs) -> SparkSubmitOperator:

@@ -245,6 +245,9 @@ def test_the_reoptimize_dag_rewrites_a_table_and_reports_its_numbers(base_layout
     with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as db:
         (value,), = db.execute("SELECT value FROM xcom WHERE dag_id = 'layout_reoptimize' "
                                "AND task_id = 'report' AND key = 'return_value'").fetchall()
+        events = {name for (name,) in db.execute(
+            "SELECT a.name FROM asset_event e JOIN asset a ON a.id = e.asset_id").fetchall()}
+    assert events == {"layout_catalog", "layout_table_lineitem"}  # the catalog's and the table's Assets
     numbers = json.loads(value)["(unpartitioned)"]
     assert numbers["version"] == new.version_id and numbers["reward"] > 0
     assert 0 < numbers["blocks_rewritten"] and numbers["blocks_shared"] > 0
