@@ -3,7 +3,7 @@
     LAYOUT_CATALOG_URL   catalog database (SQLAlchemy URL)  default sqlite:///.layout/catalog.db
     LAYOUT_WAREHOUSE     root folder of the laid-out tables  default .layout/warehouse
     LAYOUT_SCHEMA        schema name or file                 default tpch
-    LAYOUT_RANGE_SETS    ranges per block and column (n_r)   default 16 (1: min/max only)
+    LAYOUT_RANGE_SETS    ranges per block and column (n_r)   default 20 (1: min/max only)
     LAYOUT_HISTORY_RETENTION_DAYS  days of query history kept  default 30
     LAYOUT_ALLOWED_ROOTS folders (or URL prefixes) input paths  default unset: any path
                          must lie in, separated like PATH

@@ -51,7 +51,7 @@ the monitor on a window of the same mix (must be 0) and of the reverse 20/80 mix
 `local-dates` (every date parameter in the latest fifth of its range) and
 `local-region` (every region and nation parameter in ASIA); see `workload.tpch.Focus`.
 
-The targets (README) are checked and printed as met or missed, with the
+The targets (issue 14, in docs/benchmarks.md) are checked and printed as met or missed, with the
 measured numbers; nothing is tuned towards them.
 """
 
@@ -87,7 +87,7 @@ INF_RATIO = 1e6  # q = inf: q/w this large, so that only B decides and C breaks 
 W = 100.0
 MONITOR_Q = 200.0  # q of the unchanged-window and gentle-shift monitor runs
 SEEDS = {"train": 1, "window": 2, "test": 3, "unchanged": 4}
-# Targets (README): partial reorganization at q = TARGET_Q recovers at least
+# Targets (issue 14, in docs/benchmarks.md): partial reorganization at q = TARGET_Q recovers at least
 # TARGET_RECOVERY of the full re-layout's reduction in blocks read while
 # rewriting at most TARGET_REWRITTEN of the blocks; its re-optimization takes
 # at most TARGET_REOPT of the full re-layout's seconds.
@@ -217,7 +217,7 @@ def ratios(result: dict, search: str | None = None) -> dict:
 
 
 def targets(result: dict, target_q: int = TARGET_Q) -> dict:
-    """The README's targets at q = target_q, each {"value", "target", "met", "by"}:
+    """The targets at q = target_q, each {"value", "target", "met", "by"}:
     `by` is how far the value is from the target when it is missed (0 when met)."""
     r = ratios(result).get(str(target_q))
     if r is None:

@@ -1,8 +1,8 @@
-"""Benchmark B1 (`layout bench tpch`) end to end at SF 0.01 with every layout the README
+"""Benchmark B1 (`layout bench tpch`) end to end at SF 0.01 with every layout docs/benchmarks.md
 compares (sortkey, mto, pando-3, and with --dips tuned and mto(join_key)), --spark and --dips,
 as a user runs it (`make test-bench`; tests/spark/test_bench_tpch.py runs a smaller B1 in `make test`).
 
-The figures themselves belong to the README; this checks that the command
+The figures themselves belong to docs/benchmarks.md; this checks that the command
 works, that its JSON has the fields the issue names, that no layout reads
 fewer rows than the test queries need (skipping never loses a row), and that
 the rewritten queries give the raw tables' answers in Spark.

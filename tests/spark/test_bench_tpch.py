@@ -8,7 +8,7 @@ and mto(join_key) layouts and the semi-join lower bound), pando-3 and 1,000-row 
 tests/bench/test_bench_tpch_full.py (`make test-bench`), which runs these tests again on its
 larger run and checks diPs there.
 
-The figures themselves belong to the README; this checks that the command
+The figures themselves belong to docs/benchmarks.md; this checks that the command
 works, that its JSON has the fields the issue names, that no layout reads
 fewer rows than the test queries need (skipping never loses a row), and that
 the rewritten queries give the raw tables' answers in Spark.
