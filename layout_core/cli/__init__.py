@@ -949,8 +949,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_shift_parser(bench)
 
-    dt = sub.add_parser("dag-test", help="run layout_nightly or layout_star_nightly once, in-process")
-    dt.add_argument("dag_id", choices=["layout_nightly", "layout_star_nightly", "layout_gc"])
+    dt = sub.add_parser("dag-test", help="run one of the project's DAGs once, in-process (airflow dags test)")
+    dt.add_argument("dag_id", choices=["layout_nightly", "layout_star_nightly", "layout_changes", "layout_gc"])
     dt.add_argument("--conf", default="{}", help="the DAG's params as a JSON object")
     dt.add_argument("--catalog", help="catalog URL (default: LAYOUT_CATALOG_URL or .layout/catalog.db)")
     dt.add_argument("--warehouse", help="warehouse root (default LAYOUT_WAREHOUSE)")

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,18 +22,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.extended]
 EXAMPLE = PROJECT / "examples" / "star"
 
 
-def test_a_star_schema_of_ones_own_is_laid_out_and_routed(tmp_path):
-    data = tmp_path / "shop"
+def test_a_star_schema_of_ones_own_is_laid_out_and_routed_and_takes_a_change_batch(tmp_path):
+    # the README's folders: $PWD holds examples/ (here a link to the project's) and data/shop
+    work = tmp_path / "work"
+    data = work / "data" / "shop"
+    work.mkdir()
+    (work / "examples").symlink_to(PROJECT / "examples")
     subprocess.run([sys.executable, str(EXAMPLE / "make_data.py"), str(data)], check=True, capture_output=True)
     env = {**os.environ, "LAYOUT_SCHEMA": str(EXAMPLE / "schema.yaml"), "LAYOUT_STAR_TABLES": "store,product,sales",
-           "LAYOUT_CATALOG_URL": f"sqlite:///{tmp_path / 'catalog.db'}", "LAYOUT_WAREHOUSE": str(tmp_path / "wh"),
-           "SPARK_LOCAL_IP": "127.0.0.1"}
+           "LAYOUT_CATALOG_URL": f"sqlite:///{data / 'catalog.db'}", "LAYOUT_WAREHOUSE": str(data / "warehouse"),
+           "SPARK_LOCAL_IP": "127.0.0.1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     conf = {"source_dir": str(data), "partition": "2026-03", "date_column": "sa_day", "start": "2026-03-01",
             "end": "2026-04-01", "block_rows": 2000, "dimension_block_rows": 200,
             "query_log": str(EXAMPLE / "queries.sql")}
 
     def layout(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "layout_core.cli", *args], env=env, cwd=tmp_path,
+        return subprocess.run([sys.executable, "-m", "layout_core.cli", *args], env=env, cwd=work,
                               capture_output=True, text=True, timeout=1200)
 
     done = layout("dag-test", "layout_star_nightly", "--conf", json.dumps(conf),
@@ -50,7 +55,7 @@ def test_a_star_schema_of_ones_own_is_laid_out_and_routed(tmp_path):
     # "Query your layout from Spark": the README's snippet as written, its count against the raw files
     readme = (PROJECT / "README.md").read_text()
     snippet = readme.split("## Query your layout from Spark", 1)[1].split("```", 2)[1]
-    ran = subprocess.run([sys.executable, "-c", snippet], env=env, cwd=tmp_path, capture_output=True, text=True,
+    ran = subprocess.run([sys.executable, "-c", snippet], env=env, cwd=work, capture_output=True, text=True,
                          timeout=600)
     assert ran.returncode == 0, ran.stderr[-3000:]
     shown = int(re.findall(r"^\|\s*(\d+)\|$", ran.stdout, re.MULTILINE)[0])
@@ -59,3 +64,25 @@ def test_a_star_schema_of_ones_own_is_laid_out_and_routed(tmp_path):
     sales = pd.read_parquet(data / "sales.parquet")
     march = (pd.to_datetime(sales["sa_day"]) >= "2026-03-01") & (pd.to_datetime(sales["sa_day"]) < "2026-04-01")
     assert shown == int((sales["sa_product"].isin(music) & march).sum()) > 0  # the one partition laid out
+
+    # docs/change-batches.md: its commands as written, in the README's folder
+    from layout_core.catalog import Catalog
+    from layout_core.skipping.router import RoutingIndex
+
+    with Catalog(env["LAYOUT_CATALOG_URL"]) as catalog:
+        before = {t: catalog.active_layout(t, p) for t, p in (("product", ""), ("sales", "2026-03"))}
+    page = (PROJECT / "docs" / "change-batches.md").read_text()
+    for block in re.findall(r"^```\n(.*?)^```", page, re.MULTILINE | re.DOTALL):
+        ran = subprocess.run(["bash", "-euo", "pipefail", "-c", block], env=env, cwd=work, capture_output=True,
+                             text=True, timeout=1200)
+        assert ran.returncode == 0, block + ran.stdout[-2000:] + ran.stderr[-3000:]
+    with Catalog(env["LAYOUT_CATALOG_URL"]) as catalog:
+        after = {t: catalog.active_layout(t, p) for t, p in (("product", ""), ("sales", "2026-03"))}
+        index = RoutingIndex.from_snapshot(catalog.snapshot())
+    rows = {t: (sum(b.row_count for b in before[t].blocks), sum(b.row_count for b in after[t].blocks)) for t in after}
+    assert rows["product"] == (2000, 2050) and rows["sales"][1] == rows["sales"][0] + 100
+    assert all(after[t].version.version_id != before[t].version.version_id for t in after)
+    assert index.stale_cuts == 0  # products first: every late sale found its parent row
+    route = json.loads(layout("route", sql, "--json").stdout)
+    (sales,) = [r for r in route["refs"] if r["table"] == "sales"]
+    assert 0 < len(sales["blocks"]) < sales["blocks_total"]  # the repaired cuts still skip
