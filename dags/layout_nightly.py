@@ -37,6 +37,9 @@ value is an import error naming the variable):
 layout_nightly starts paused in a deployment (unpause it in the UI or with `airflow dags
 unpause`) until a default source is set (LAYOUT_NIGHTLY_SOURCE, or "source" in
 LAYOUT_NIGHTLY_PARAMS): without one every scheduled run would wait for nothing and fail.
+layout_star_nightly runs on LAYOUT_STAR_SCHEDULE (default: manual runs only) with the
+param defaults of LAYOUT_STAR_PARAMS (a JSON object, e.g. {"source_dir": "/landing/shop",
+"date_column": "sa_day"}), and starts paused until that gives a source_dir.
 
 Kept light on purpose: no Spark import here, and of layout_core only the
 stdlib-only modules (base.names, base.params, flows.names), so the DAG
@@ -183,22 +186,24 @@ NIGHTLY_PARAMS = {
 }
 
 
-def _param_defaults(params: dict) -> dict:
-    """The params with the defaults of LAYOUT_NIGHTLY_PARAMS and LAYOUT_NIGHTLY_SOURCE."""
-    text = os.environ.get("LAYOUT_NIGHTLY_PARAMS", "").strip()
+def _param_defaults(params: dict, variable: str = "LAYOUT_NIGHTLY_PARAMS",
+                    source_variable: str | None = "LAYOUT_NIGHTLY_SOURCE") -> dict:
+    """The params with the defaults of the JSON object in `variable` (and the `source`
+    of `source_variable`)."""
+    text = os.environ.get(variable, "").strip()
     try:
         defaults = json.loads(text) if text else {}
     except ValueError as e:
-        raise ValueError(f"LAYOUT_NIGHTLY_PARAMS is not JSON: {e}") from None
+        raise ValueError(f"{variable} is not JSON: {e}") from None
     if not isinstance(defaults, dict):
-        raise ValueError(f"LAYOUT_NIGHTLY_PARAMS must be a JSON object, not {text!r}")
+        raise ValueError(f"{variable} must be a JSON object, not {text!r}")
     unknown = sorted(set(defaults) - set(params))
     if unknown:
-        raise ValueError(f"LAYOUT_NIGHTLY_PARAMS names unknown params {unknown}; known: {sorted(params)}")
-    source = os.environ.get("LAYOUT_NIGHTLY_SOURCE", "").strip()
+        raise ValueError(f"{variable} names unknown params {unknown}; known: {sorted(params)}")
+    source = os.environ.get(source_variable, "").strip() if source_variable else ""
     if source:
         if "source" in defaults:
-            raise ValueError("set the default source in LAYOUT_NIGHTLY_SOURCE or LAYOUT_NIGHTLY_PARAMS, not both")
+            raise ValueError(f"set the default source in {source_variable} or {variable}, not both")
         defaults["source"] = source
     out = dict(params)
     for name, value in defaults.items():
@@ -207,7 +212,7 @@ def _param_defaults(params: dict) -> dict:
         try:
             out[name].resolve()
         except Exception as e:  # ParamValidationError
-            raise ValueError(f"LAYOUT_NIGHTLY_PARAMS: {name}: {e}".splitlines()[0]) from None
+            raise ValueError(f"{variable}: {name}: {e}".splitlines()[0]) from None
     return out
 
 
@@ -344,7 +349,7 @@ with DAG(
     description="Lay out dimension tables, then the new fact partition, with join-induced cuts (MTO)",
     schedule=os.environ.get("LAYOUT_STAR_SCHEDULE") or None,
     **DAG_DEFAULTS,
-    params={
+    params=(star_params := _param_defaults({
         "source_dir": Param("", type="string", pattern=PATH_PATTERN,
                             description="folder with <table>.parquet for every table"),
         "partition": Param("", type="string", pattern=PARTITION_PATTERN,
@@ -360,6 +365,8 @@ with DAG(
         "settings": Param({}, type="object",
                           description='the optimizer\'s other settings for the fact table, e.g. {"trees": 3} for pando'),
         "query_log": Param("", type="string", pattern=PATH_PATTERN, description="SQL file of past queries"),
-    },
+    }, "LAYOUT_STAR_PARAMS", None)),
+    # scheduled runs need a default source_dir (module docstring)
+    is_paused_upon_creation=not star_params["source_dir"].value,
 ) as star_dag:
     chain(*[table_steps(table, fact=(table == STAR_TABLES[-1])) for table in STAR_TABLES])

@@ -17,7 +17,7 @@ from tests.helpers.tpch_layouts import write_landing_day
 
 NIGHTLY_VARS = ("LAYOUT_NIGHTLY_SCHEDULE", "LAYOUT_NIGHTLY_CATCHUP", "LAYOUT_NIGHTLY_START_DATE",
                 "LAYOUT_NIGHTLY_SOURCE", "LAYOUT_NIGHTLY_PARAMS", "LAYOUT_NIGHTLY_WAIT_TIMEOUT",
-                "LAYOUT_NIGHTLY_POKE_INTERVAL")
+                "LAYOUT_NIGHTLY_POKE_INTERVAL", "LAYOUT_STAR_SCHEDULE", "LAYOUT_STAR_PARAMS")
 
 
 # --- has the batch landed (pure Python) ----------------------------------------------------
@@ -111,6 +111,21 @@ def test_nightly_settings_come_from_the_environment(tmp_path, monkeypatch):
     for off in ("", "none"):
         dag = nightly_bag(tmp_path, monkeypatch, LAYOUT_NIGHTLY_SCHEDULE=off).dags["layout_nightly"]
         assert type(dag.timetable).__name__ == "NullTimetable"  # manual runs only
+
+
+@pytest.mark.slow
+def test_the_star_dag_takes_its_defaults_from_the_environment_and_waits_paused_for_a_source(tmp_path, monkeypatch):
+    star = nightly_bag(tmp_path, monkeypatch, LAYOUT_STAR_SCHEDULE="@daily").dags["layout_star_nightly"]
+    assert star.params["source_dir"] == "" and star.is_paused_upon_creation is True
+    bag = nightly_bag(tmp_path, monkeypatch, LAYOUT_STAR_SCHEDULE="@daily",
+                      LAYOUT_STAR_PARAMS='{"source_dir": "/landing/shop", "date_column": "sa_day", "block_rows": 2000}')
+    star = bag.dags["layout_star_nightly"]
+    assert (star.params["source_dir"], star.params["date_column"], star.params["block_rows"]) == (
+        "/landing/shop", "sa_day", 2000)
+    assert star.is_paused_upon_creation is False and star.params["optimizer"] == "mto"  # the others keep theirs
+    bad = nightly_bag(tmp_path, monkeypatch, LAYOUT_STAR_PARAMS='{"source": "/x"}')
+    (error,) = bad.import_errors.values()
+    assert "LAYOUT_STAR_PARAMS names unknown params ['source']" in error
 
 
 @pytest.mark.slow
