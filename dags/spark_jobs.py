@@ -20,11 +20,6 @@ LAYOUT_CATALOG = Asset(name="layout_catalog", uri="file:///layout/catalog")
 LAYOUT_TABLES = AssetAlias("layout_tables")
 ACTIVATES = [LAYOUT_CATALOG, LAYOUT_TABLES]  # the outlets of a step that activates a version
 
-
-def table_asset(table: str) -> Asset:
-    """One table's Asset: an event each time a run activates a new layout of it. A DAG
-    scheduled on it runs after the table's layout changed."""
-    return Asset(name=f"layout_table_{table}", uri=f"file:///layout/tables/{table}")
 # Scheduled run ids ("scheduled__<date>") are the same in every DAG: prefix the DAG id
 # so two DAGs never share a staging folder or a catalog version.
 RUN_ID = "{{ dag.dag_id }}__{{ run_id }}"
@@ -38,6 +33,12 @@ SPARK_CONF = {
     # the Airflow processes' LAYOUT_SPARK_CONF (a JSON object) overrides any of these
     **spark_conf_from_env(),
 }
+
+
+def table_asset(table: str) -> Asset:
+    """One table's Asset: an event each time a run activates a new layout of it. A DAG
+    scheduled on it runs after the table's layout changed."""
+    return Asset(name=f"layout_table_{table}", uri=f"file:///layout/tables/{table}")
 
 
 class LayoutSparkSubmit(SparkSubmitOperator):

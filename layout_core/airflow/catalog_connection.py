@@ -6,7 +6,8 @@ The connection's extra field may give any SQLAlchemy URL (`{"url": "postgresql+p
 otherwise a `postgres` connection (host, port, login, password, schema = the database) or a
 `sqlite` one (host = the database file) is turned into one. Tasks call
 `use_catalog_connection()` first: it puts the URL in the task process's environment, which
-the layout code and the spark-submits it starts read.
+the layout code and the spark-submits it starts read (a driver in client mode; one that
+runs on the cluster, deploy mode `cluster`, needs LAYOUT_CATALOG_URL there).
 """
 
 from __future__ import annotations
