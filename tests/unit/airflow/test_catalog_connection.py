@@ -9,6 +9,7 @@ from airflow.sdk import Connection
 
 from layout_core.airflow.catalog_connection import catalog_url_of, use_catalog_connection
 from layout_core.base.errors import UserError
+from tests.helpers.paths import PROJECT
 
 
 def test_connections_become_sqlalchemy_urls():
@@ -55,45 +56,43 @@ def test_the_connection_overrides_the_environment_and_its_absence_is_said_once(n
     assert "secret" not in caplog.text and "catalog from the Airflow connection layout_catalog" in caplog.text
 
 
-def test_a_spark_step_submits_with_the_connections_catalog(no_connection, monkeypatch, tmp_path):
-    """The DAGs' spark-submit steps set the catalog before they submit (the job inherits it)."""
+@pytest.fixture
+def submitted(no_connection, monkeypatch):
+    """dags/spark_jobs.py's `spark_submit`, imported as the DAG processor does, with the
+    submit itself replaced by a record of what it would submit: (spark_submit, records), a
+    record {"catalog": the job's LAYOUT_CATALOG_URL, "conf": its Spark settings}."""
     import os
 
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
-    from layout_core.airflow.dag_run import PROJECT
-
-    monkeypatch.syspath_prepend(str(PROJECT / "dags"))  # as the DAG processor does
-    sys.modules.pop("spark_jobs", None)
-    from spark_jobs import spark_submit
-
-    seen = []
-    monkeypatch.setattr(SparkSubmitOperator, "execute",
-                        lambda self, context: seen.append(os.environ["LAYOUT_CATALOG_URL"]))
-    monkeypatch.setenv("AIRFLOW_CONN_LAYOUT_CATALOG",
-                       json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "c.db")}))
-    spark_submit("ingest", "ingest.py", []).execute({})
-    assert seen == [f"sqlite:///{tmp_path / 'c.db'}"]
-
-
-def test_a_spark_step_takes_spark_settings_from_the_connection_and_the_environment_over_it(
-        no_connection, monkeypatch):
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
-    from layout_core.airflow.dag_run import PROJECT
 
     monkeypatch.syspath_prepend(str(PROJECT / "dags"))
     sys.modules.pop("spark_jobs", None)
     from spark_jobs import spark_submit
 
-    submitted = []
-    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: submitted.append(dict(self.conf)))
+    records = []
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: records.append(
+        {"catalog": os.environ["LAYOUT_CATALOG_URL"], "conf": dict(self.conf)}))
+    return spark_submit, records
+
+
+def test_a_spark_step_submits_with_the_connections_catalog(submitted, monkeypatch, tmp_path):
+    """The DAGs' spark-submit steps set the catalog before they submit (the job inherits it)."""
+    spark_submit, records = submitted
+    monkeypatch.setenv("AIRFLOW_CONN_LAYOUT_CATALOG",
+                       json.dumps({"conn_type": "sqlite", "host": str(tmp_path / "c.db")}))
+    spark_submit("ingest", "ingest.py", []).execute({})
+    assert [r["catalog"] for r in records] == [f"sqlite:///{tmp_path / 'c.db'}"]
+
+
+def test_a_spark_step_takes_spark_settings_from_the_connection_and_the_environment_over_it(
+        submitted, monkeypatch):
+    spark_submit, records = submitted
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
         {"conn_type": "spark", "host": "local[2]",
          "extra": {"conf": {"spark.sql.shuffle.partitions": 64, "spark.executor.memory": "2g"}}}))
     monkeypatch.setenv("LAYOUT_SPARK_CONF", '{"spark.executor.memory": "3g"}')
     spark_submit("ingest", "ingest.py", []).execute({})
-    (conf,) = submitted
+    (conf,) = [r["conf"] for r in records]
     assert conf["spark.sql.shuffle.partitions"] == "64" and conf["spark.executor.memory"] == "3g"
     assert conf["spark.sql.session.timeZone"] == "UTC"  # the jobs' own settings stay
 
