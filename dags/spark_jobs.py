@@ -49,17 +49,12 @@ class LayoutSparkSubmit(SparkSubmitOperator):
 
     def execute(self, context):
         # at run time, in the task's process: not when the DAG file is parsed
-        from airflow.sdk import BaseHook
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
-        from layout_core.airflow.catalog_connection import use_catalog_connection
+        from layout_core.airflow.catalog_connection import airflow_connection, use_catalog_connection
         from layout_core.base.jvm import spark_conf_of_connection
 
         use_catalog_connection()
-        try:
-            extra = BaseHook.get_connection(self._conn_id).extra_dejson
-        except AirflowNotFoundException:  # the hook's own defaults apply: no settings of ours
-            extra = {}
+        spark = airflow_connection(self._conn_id)  # not defined: the hook's defaults, no settings of ours
+        extra = {} if spark is None else spark.extra_dejson
         self.conf = {**(self.conf or {}), **spark_conf_of_connection(extra, self._conn_id), **spark_conf_from_env()}
         result = super().execute(context)
         if LAYOUT_TABLES in self.outlets:  # the step activated a version of the table in --table

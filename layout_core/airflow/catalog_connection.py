@@ -47,17 +47,22 @@ def catalog_url_of(conn) -> str:
                     'use postgres or sqlite, or give the SQLAlchemy URL in its extra: {"url": "..."}')
 
 
-def connection_catalog_url() -> str | None:
-    """The catalog URL of the Airflow Connection `layout_catalog`, None when it is not defined."""
+def airflow_connection(conn_id: str):
+    """The Airflow Connection `conn_id`, None when it is not defined."""
     # Airflow is there only where a task runs: the CLI and the jobs import this module without it
     from airflow.sdk import BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
-        conn = BaseHook.get_connection(CATALOG_CONNECTION)
+        return BaseHook.get_connection(conn_id)
     except AirflowNotFoundException:
         return None
-    return catalog_url_of(conn)
+
+
+def connection_catalog_url() -> str | None:
+    """The catalog URL of the Airflow Connection `layout_catalog`, None when it is not defined."""
+    conn = airflow_connection(CATALOG_CONNECTION)
+    return None if conn is None else catalog_url_of(conn)
 
 
 def use_catalog_connection() -> None:
