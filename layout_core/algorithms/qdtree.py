@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from layout_core.algorithms.types import BlockingMap, VectorCounts, Workload
+from layout_core.algorithms.types import BlockingMap, VectorCounts, Workload, distinct_rows
 
 __all__ = [
     "Node",
@@ -421,8 +421,7 @@ def _grow(vc: VectorCounts, min_leaf_rows: int, allowed: np.ndarray, gain: _Gain
 def _merge_equal_vectors(vc: VectorCounts, cols: np.ndarray) -> tuple[VectorCounts, np.ndarray]:
     """The distinct vectors over `cols` with their summed counts, and for each
     vector of vc the index of its merged vector."""
-    uniq, inverse = np.unique(vc.vectors[:, cols], axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = distinct_rows(vc.vectors[:, cols])
     counts = np.bincount(inverse, weights=vc.counts, minlength=len(uniq)).astype(np.int64)
     return VectorCounts(uniq, counts, np.ones(len(cols))), inverse
 

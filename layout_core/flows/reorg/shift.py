@@ -768,9 +768,9 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     columns = sorted((filtered | set(order)) & set(table.column_names))
     location = snapshot.tables[table.name].location
     rows = spark.read.option("basePath", location).parquet(*paths).select(*table.column_names, BLOCK_ID_COLUMN)
-    flagged = with_vectors(rows, cuts, frames)
     total_rows = sum(b.row_count for b in layout.blocks)
-    picked = sampled_rows(flagged, table.column_names, settings.sample_rows, total_rows)
+    # the sample first: only its rows are joined for the join-induced cuts' bits
+    picked = with_vectors(sampled_rows(rows, table.column_names, settings.sample_rows, total_rows), cuts, frames)
     records = picked.select(BLOCK_ID_COLUMN, VECTOR_COLUMN, *columns).collect()
     if not records:
         return base

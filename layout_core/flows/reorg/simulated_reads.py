@@ -356,7 +356,9 @@ class OutOfSampleGain:
         rows = np.flatnonzero(np.isin(self.sample.vector, members))
         subset = VectorCounts(self.vc.vectors[members], self.vc.counts[members], self.vc.weights)
         workload = Workload(self.refs.implies, self.refs.disjoint, grown_on.astype(np.float64))
-        tree = greedy_tree(subset, workload, self.min_leaf_rows, allowed_cuts=allowed, objective="router")
+        # grown knowing only T''s own cuts, as it is judged and as the reorganization grows it
+        tree = greedy_tree(subset, workload, self.min_leaf_rows, allowed_cuts=allowed, known_cuts=allowed,
+                           objective="router")
         block, n_blocks = tree_blocks(reindexed_tree(tree, members), self.sample, rows, self.block_rows, self.scale)
         new = simulated_blocks(self.sample, self.vc.vectors, rows, block, n_blocks)
         # judged by T''s own cuts only: the simulated blocks carry bits of every cut of the window,
