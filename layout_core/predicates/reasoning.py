@@ -408,13 +408,14 @@ class Prepared:
     for every b (and, for an atom b, building conj(predicate, b) at all).
     """
 
-    __slots__ = ("predicate", "dnf", "boxes")
+    __slots__ = ("predicate", "dnf", "boxes", "_negations")
 
     def __init__(self, predicate: Predicate):
         self.predicate = predicate
         self.dnf = to_dnf(predicate)
         # Boxes of the satisfiable conjunctions (the others can never be TRUE).
         self.boxes = tuple(b for c in self.dnf or () if (b := box_of(c)) is not None)
+        self._negations = None  # per box, the negations box_of tests its atoms against (built on first use)
 
     def implies(self, b: Predicate) -> bool:
         a = self.predicate
@@ -435,7 +436,38 @@ class Prepared:
         # it exceeds the expansion limit exactly when ours does.
         if self.dnf is None:
             return False
-        return all(box_of(c | {b}) is None for c in self.dnf)
+        sets = atom_sets(b) if _is_deterministic(b) and not isinstance(b, (JoinInduced, ColumnCompare)) else None
+        if sets is None:
+            return all(box_of(c | {b}) is None for c in self.dnf)
+        # A conjunction box_of finds never TRUE stays so with b (b only narrows), so only the
+        # boxes are asked; each with b is box_of(c | {b}) without rebuilding the box of c.
+        if self._negations is None:
+            self._negations = tuple(frozenset(negate(a) for a in box.atoms
+                                              if _is_deterministic(a) and not isinstance(a, JoinInduced))
+                                    for box in self.boxes)
+        return all(_excludes(box, negations, b, sets) for box, negations in zip(self.boxes, self._negations))
+
+
+def _excludes(box: Box, negations: frozenset, b: Predicate, sets: AtomSets) -> bool:
+    """Is box_of(box.atoms | {b}) None, for a deterministic single-column atom b (`sets`:
+    its atom_sets)? The checks box_of makes that b can change: b against the negations of
+    the box's atoms and theirs against b, b's column narrowed to nothing, and the column
+    comparisons on b's column."""
+    if b in box.atoms:
+        return False
+    if b in negations or negate(b) in box.atoms:
+        return True
+    column = sets.column
+    narrowed = box.get(column).intersect(sets.over)
+    if narrowed.is_empty():
+        return True
+    for cc in box.column_compares:
+        if column in (cc.left.name, cc.right.name):
+            left = narrowed if cc.left.name == column else box.get(cc.left.name)
+            right = narrowed if cc.right.name == column else box.get(cc.right.name)
+            if _compare_never_true(cc.op, left, right):
+                return True
+    return False
 
 
 def _box_implies_clause(box: Box, clause: Clause) -> bool:

@@ -23,8 +23,7 @@ import numpy as np
 
 from layout_core.algorithms.types import Workload
 from layout_core.predicates import (
-    Between, Compare, InList, JoinInduced, Opaque, Or, Predicate, atoms, conjuncts, disjoint,
-    implies, to_sql,
+    Between, Compare, InList, JoinInduced, Opaque, Or, Predicate, Prepared, atoms, conjuncts, to_sql,
 )
 from layout_core.sql.analysis import QueryAnalysis, candidate_cuts
 
@@ -188,8 +187,9 @@ def workload_matrices(analyses: Sequence[QueryAnalysis], table: str, key_hops,
     """implies/disjoint of every reference to `table` (one row each) against `cuts`."""
     preds = [a.predicate(ref.key, key_hops) for a in analyses for ref in a.refs_of_table(table)]
     shape = (len(preds), len(cuts))
-    imp = np.array([[implies(q, c) for c in cuts] for q in preds], dtype=bool).reshape(shape)
-    dis = np.array([[disjoint(q, c) for c in cuts] for q in preds], dtype=bool).reshape(shape)
+    prepared = [Prepared(q) for q in preds]  # each reference's DNF once, not once per cut
+    imp = np.array([[q.implies(c) for c in cuts] for q in prepared], dtype=bool).reshape(shape)
+    dis = np.array([[q.disjoint(c) for c in cuts] for q in prepared], dtype=bool).reshape(shape)
     return Workload(imp, dis)
 
 
