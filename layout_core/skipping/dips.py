@@ -60,7 +60,8 @@ MAX_DIPS = 10_000
 @dataclass(frozen=True)
 class KeyRanges:
     """One column of one layout as comparable keys: per range `lo`, `hi`, `owner`
-    (its block), per block `known` (usable statistics) and `has_values`."""
+    (its block; `key_ranges` gives them in ascending lo), per block `known` (usable
+    statistics) and `has_values`."""
 
     family: str  # "number", "string" or EMPTY
     lo: np.ndarray
@@ -85,7 +86,9 @@ def key_ranges(arrays: ColumnArrays) -> KeyRanges | None:
         lo, hi = np.nextafter(lo, -np.inf), np.nextafter(hi, np.inf)  # never narrower than the values
     else:
         lo, hi = arrays.lo, arrays.hi
-    return KeyRanges(family, lo, hi, arrays.owner, arrays.known, arrays.has_values)
+    # in ascending lo: the union of a diP's kept ranges then sorts runs already in order (timsort: linear)
+    order = np.argsort(lo, kind="stable")
+    return KeyRanges(family, lo[order], hi[order], arrays.owner[order], arrays.known, arrays.has_values)
 
 
 def _family(v) -> str | None:

@@ -4,6 +4,8 @@ property-tested against brute force in test_predicate_reasoning) and never skip 
 import datetime as dt
 from decimal import Decimal
 
+import numpy as np
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,3 +53,33 @@ def test_known_blocks():
     assert list(might_match_blocks(Compare(day, ">=", dt.date(2020, 2, 1)), zm)) == [True, True, False, False]
     # column comparisons are not read from zone maps
     assert list(might_match_blocks(ColumnCompare(d, "<", d), zm)) == [True, True, True, False]
+
+
+def _values(kind):
+    return {"int": st.integers(-5, 5), "decimal": st.decimals(-3, 3, places=1),
+            "date": st.dates(dt.date(2020, 1, 1), dt.date(2020, 1, 9)), "string": st.text("abc", max_size=2)}[kind]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["int", "decimal", "date", "string"]), st.data())
+def test_ranges_placed_by_bisection_meet_exactly_the_intervals_compared_one_by_one(kind, data):
+    from layout_core.predicates.valuesets import Interval
+    from layout_core.skipping.zonemaps import _Ordered, _ranges_meet
+
+    pairs = data.draw(st.lists(st.tuples(_values(kind), _values(kind)), min_size=1, max_size=12))
+    lo = np.array([min(a, b) for a, b in pairs], dtype=object)
+    hi = np.array([max(a, b) for a, b in pairs], dtype=object)
+    bound = st.one_of(st.none(), _values(kind))
+    intervals = [Interval(lo=data.draw(bound), hi=data.draw(bound), lo_closed=data.draw(st.booleans()),
+                          hi_closed=data.draw(st.booleans()))
+                 for _ in range(data.draw(st.integers(0, 3)))]
+    ordered = _Ordered.of(lo, hi)
+    assert ordered.meet(intervals).tolist() == _ranges_meet(intervals, lo, hi).tolist()
+
+
+def test_values_that_cannot_be_sorted_are_compared_one_by_one():
+    from layout_core.skipping.zonemaps import _Ordered
+
+    assert _Ordered.of(np.array([1.0, float("nan")], dtype=object), np.array([2.0, 3.0], dtype=object)) is None
+    assert _Ordered.of(np.array([1, "a"], dtype=object), np.array([2, "b"], dtype=object)) is None
+
