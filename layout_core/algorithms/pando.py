@@ -268,6 +268,11 @@ class _Forest:
         self.weights = workload.weights
         # integer weights keep every G an exact integer, so a split may subtract what it changes
         self.integer_weights = bool(np.all(self.weights == np.round(self.weights)))
+        # and below 2**24 in all, float32 products of them are exact: half the work of float64
+        small = self.integer_weights and float(np.sum(self.weights)) < 2 ** 24
+        self.drop_type = np.float32 if small else np.float64
+        self.imp_d = workload.implies.astype(self.drop_type)
+        self.dis_d = workload.disjoint.astype(self.drop_type)
         self.threshold = threshold
         self.allowed = allowed
         self.reads = np.ones((vc.n, workload.n_queries), dtype=bool)  # [v, q]: rows of v read by q (a row per vector)
@@ -296,8 +301,8 @@ class _Forest:
     def _dropped_gains(self, vec: np.ndarray, stopped: np.ndarray, qs: np.ndarray) -> np.ndarray:
         """-(G[v]'s terms of the queries that stopped reading v): `stopped` (len(vec), len(qs))
         marks, per vector, which of the queries `qs` no longer read it."""
-        ws = stopped * self.weights[qs]
-        return -np.where(self.vectors[vec], ws @ self.dis_f[qs], ws @ self.imp_f[qs])
+        ws = (stopped * self.weights[qs]).astype(self.drop_type)
+        return -np.where(self.vectors[vec], ws @ self.dis_d[qs], ws @ self.imp_d[qs]).astype(np.float64)
 
     def _rescore_leaves(self, tree: _Tree, nodes) -> None:
         """The best valid split (gain, cut; lowest cut among ties) of each leaf, from its sums."""
