@@ -16,7 +16,7 @@ them (`{"min", "max", "null_count"[, "ranges"][, "tainted"]}`, values in
   block still receives diPs from other tables (equations 4-6).
 
 Widths are measured as Spark measures them when it chooses the ranges
-(`spark.blocks.gap_width`): numbers, days, seconds, and strings through
+(the difference of `spark.blocks.order_code`s): numbers, days, seconds, and strings through
 their first 7 UTF-8 bytes read as a number.
 """
 

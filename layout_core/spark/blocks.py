@@ -94,10 +94,14 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
         aggs += [F.bit_or(word).alias(f"_any{w}"), F.bit_and(word).alias(f"_all{w}")]
     summary = df.groupBy(BLOCK_ID_COLUMN).agg(*aggs)
     if range_sets > 1:
+        # The order codes in a column of their own: `widest_gaps` reads them twice, so Spark
+        # computes them once per value instead of inlining them where they are read.
+        summary = summary.select("*", *(order_codes(F.col(f"_values_{c}"), kinds[c]).alias(f"_codes_{c}")
+                                        for c in columns))
         summary = summary.select(
-            "*", *(widest_gaps(F.col(f"_values_{c}"), kinds[c], range_sets - 1).alias(f"_gaps_{c}")
+            "*", *(widest_gaps(F.col(f"_values_{c}"), F.col(f"_codes_{c}"), range_sets - 1).alias(f"_gaps_{c}")
                    for c in columns)
-        ).drop(*(f"_values_{c}" for c in columns))
+        ).drop(*(f"_values_{c}" for c in columns), *(f"_codes_{c}" for c in columns))
     out = []
     for row in summary.collect():
         stats = {}
@@ -154,20 +158,26 @@ def order_code(value: Column, kind: str) -> Column:
     return value.cast("double")
 
 
-def gap_width(value: Column, previous: Column, kind: str) -> Column:
-    """How far apart two neighbouring values of a column kind are, as a double (`order_code`)."""
-    return order_code(value, kind) - order_code(previous, kind)
+def order_codes(values: Column, kind: str) -> Column:
+    """`order_code` of every value of an array."""
+    return F.transform(values, lambda v: order_code(v, kind))
 
 
-def widest_gaps(values: Column, kind: str, n_gaps: int) -> Column:
+def widest_gaps(values: Column, codes: Column, n_gaps: int) -> Column:
     """The `n_gaps` widest gaps between neighbours of a sorted array of distinct
-    values, as structs (width, prev, next), widest first (ties: the larger
-    values first, so every run picks the same gaps). Cutting a block's values
-    at these gaps gives the range set of smallest total width (diPs §4, fn. 10)."""
-    later = F.slice(values, 2, F.greatest(F.size(values) - 1, F.lit(1)))  # [] for 0 or 1 value
-    gaps = F.transform(later, lambda nxt, i: F.struct(
-        gap_width(nxt, values[i], kind).alias("width"), values[i].alias("prev"), nxt.alias("next")))
-    return F.slice(F.sort_array(gaps, asc=False), 1, n_gaps)
+    values (`codes`: their `order_codes`), as structs (width, prev, next), widest
+    first (ties: the larger values first, so every run picks the same gaps).
+    Cutting a block's values at these gaps gives the range set of smallest total
+    width (diPs §4, fn. 10). A gap's width is the difference of its ends' codes;
+    the widths are sorted with the gaps' positions, not with their values (the same
+    order, since the values ascend, and doubles and ints compare faster than
+    strings or decimals)."""
+    n = F.greatest(F.size(codes) - 1, F.lit(0))  # gaps: 0 for 0 or 1 value
+    widths = F.zip_with(F.slice(codes, 2, n), F.slice(codes, 1, n), lambda nxt, prev: nxt - prev)
+    widest = F.slice(F.sort_array(F.transform(widths, lambda w, i: F.struct(w.alias("width"), i.alias("i"))),
+                                  asc=False), 1, n_gaps)
+    return F.transform(widest, lambda g: F.struct(g["width"].alias("width"), values[g["i"]].alias("prev"),
+                                                  values[g["i"] + 1].alias("next")))
 
 
 def ranges_between_gaps(lo, hi, gaps) -> list[tuple]:

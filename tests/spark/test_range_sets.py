@@ -93,6 +93,17 @@ def test_spark_range_sets_are_optimal_and_cover_every_value(spark):
         assert sum(hi - lo for lo, hi in ranges) == _brute_force_width(present, n_r)
 
 
+def test_spark_range_sets_cut_equal_gaps_at_the_larger_values(spark):
+    from layout_core.spark.blocks import summarize_blocks
+
+    table = TableSchema("t", (("block_id", "int"), ("x", "bigint")), ("block_id",))
+    df = spark.createDataFrame([(0, v) for v in (1, 2, 3, 4, 10, 11, 12)], "block_id int, x bigint")
+    (summary,) = summarize_blocks(df, table, 0, range_sets=3)
+    # gaps 4 -> 10 (width 6), then five of width 1: the widest and, of the ties, the last (11 -> 12)
+    ranges = [(value_from_json(lo), value_from_json(hi)) for lo, hi in summary.stats["x"]["ranges"]]
+    assert ranges == [(1, 4), (10, 11), (12, 12)]
+
+
 @pytest.mark.slow
 def test_spark_range_sets_of_every_column_kind(spark):
     from layout_core.spark.blocks import summarize_blocks
