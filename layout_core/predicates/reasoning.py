@@ -445,7 +445,9 @@ class Prepared:
         # it exceeds the expansion limit exactly when ours does.
         if self.dnf is None:
             return False
-        sets = atom_sets(b) if _is_deterministic(b) and not isinstance(b, (JoinInduced, ColumnCompare)) else None
+        if isinstance(b, JoinInduced):
+            return all(_excludes_induced(box, b) for box in self.boxes)
+        sets = atom_sets(b) if _is_deterministic(b) and not isinstance(b, ColumnCompare) else None
         if sets is None:
             return all(box_of(c | {b}) is None for c in self.dnf)
         # A conjunction box_of finds never TRUE stays so with b (b only narrows), so only the
@@ -455,6 +457,24 @@ class Prepared:
                                               if _is_deterministic(a) and not isinstance(a, JoinInduced))
                                     for box in self.boxes)
         return all(_excludes(box, negations, b, sets) for box, negations in zip(self.boxes, self._negations))
+
+
+def _excludes_induced(box: Box, b: JoinInduced) -> bool:
+    """Is box_of(box.atoms | {b}) None, for a join-induced atom b? Only the checks of b's
+    induction path can change: its positive sources must still be satisfiable together
+    and imply none of its negated ones."""
+    if b in box.atoms:
+        return False
+    sources = box.induced.get(b.hops, ())
+    negated = box.induced_not.get(b.hops, ())
+    if b.negated:  # the positive sources passed every check but this one
+        prepared = box.sources_of(b.hops)
+        return prepared is not None and prepared.implies(b.source)
+    # disjoint(conj(S), s) is not satisfiable(conj(*S, s)): conj flattens
+    if box.sources_of(b.hops).disjoint(b.source) if sources else not satisfiable(b.source):
+        return True
+    together = conj(*sources, b.source)
+    return any(implies(together, n) for n in negated)
 
 
 def _excludes(box: Box, negations: frozenset, b: Predicate, sets: AtomSets) -> bool:

@@ -35,8 +35,10 @@ from layout_core.predicates import (
     ColumnCompare,
     ColumnStats,
     Compare,
+    Hop,
     InList,
     IsNull,
+    JoinInduced,
     Like,
     Opaque,
     Predicate,
@@ -542,6 +544,32 @@ def test_prepared_answers_exactly_as_implies_and_disjoint(ab):
     for atom in list(atoms(a))[:3]:  # atoms of a itself: the conj dedupes them
         _assert_prepared_agrees(a, atom)
         _assert_prepared_agrees(a, negate(atom))
+
+
+_HOPS = st.sampled_from([(Hop("p", "k", "c", "fk"),), (Hop("q", "k2", "c", "fk2"),),
+                         (Hop("q", "k2", "p", "fk3"), Hop("p", "k", "c", "fk"))])
+
+
+@st.composite
+def induced_atom(draw):
+    """A join-induced atom on one of three paths into table c, its source a small predicate."""
+    return JoinInduced(draw(_HOPS), draw(st.one_of(focused(), predicates(1, False))), draw(st.booleans()))
+
+
+@settings(max_examples=1500, **COMMON)
+@given(st.lists(st.one_of(induced_atom(), predicates(1, False)), min_size=1, max_size=4),
+       st.sampled_from([conj, disj]), st.one_of(induced_atom(), st.data()))
+def test_prepared_answers_exactly_as_disjoint_for_join_induced_atoms(parts, connect, b):
+    """Boxes with join-induced atoms on the same path as b (positive and negated, sources
+    related or not), against Prepared's shortcut for a join-induced b."""
+    a = connect(*parts)
+    if not isinstance(b, JoinInduced):  # b: a join-induced atom of a (and below, its negation)
+        found = [x for x in atoms(a) if isinstance(x, JoinInduced)]
+        if not found:
+            return
+        b = b.draw(st.sampled_from(found))
+    _assert_prepared_agrees(a, b)
+    _assert_prepared_agrees(a, negate(b))
 
 
 def test_prepared_agrees_at_the_expansion_limit_and_with_join_induced_atoms():
