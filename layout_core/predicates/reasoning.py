@@ -264,21 +264,44 @@ class Box:
     induced: Mapping[tuple, tuple[Predicate, ...]]
     induced_not: Mapping[tuple, tuple[Predicate, ...]]
     column_compares: tuple[ColumnCompare, ...]
-    # per induction path, the positive sources' conjunction Prepared once (`sources_of`)
-    _sources: dict = field(default_factory=dict, compare=False, repr=False)
+    # what Prepared asks of a box again and again (boxes are cached, so are these):
+    # `negations`, per induction path `sources_of`, per atom `excludes`
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, column: str) -> ValueSet:
         return self.sets.get(column, _EVERYTHING)
 
+    @property
+    def negations(self) -> frozenset:
+        """The negations of the atoms box_of checks for P AND NOT P (deterministic, not join-induced)."""
+        if "negations" not in self._cache:
+            self._cache["negations"] = frozenset(negate(a) for a in self.atoms
+                                                 if _is_deterministic(a) and not isinstance(a, JoinInduced))
+        return self._cache["negations"]
+
+    def excludes(self, b: Predicate, sets: "AtomSets | None") -> bool:
+        """Is box_of(self.atoms | {b}) None? b: a join-induced atom (`sets` None) or a
+        deterministic single-column one (`sets`: its atom_sets). Remembered for up to
+        _BOX_ANSWERS atoms b: boxes are cached by their conjunction, so a query routed
+        again asks its boxes about the same cuts."""
+        key = ("excludes", b)
+        found = self._cache.get(key)
+        if found is None:
+            found = _excludes_induced(self, b) if sets is None else _excludes(self, b, sets)
+            if len(self._cache) < _BOX_ANSWERS:
+                self._cache[key] = found
+        return found
+
     def sources_of(self, hops: tuple) -> "Prepared | None":
         """The conjunction of the positive join-induced sources on `hops`, prepared (None: none)."""
-        if hops not in self._sources:
+        if hops not in self._cache:
             sources = self.induced.get(hops)
-            self._sources[hops] = Prepared(conj(sources)) if sources else None
-        return self._sources[hops]
+            self._cache[hops] = Prepared(conj(sources)) if sources else None
+        return self._cache[hops]
 
 
 _EVERYTHING = ValueSet.everything()
+_BOX_ANSWERS = 1024  # answers a box remembers (a layout's cuts), so 16,384 cached boxes stay small
 
 
 @lru_cache(maxsize=16384)
@@ -417,14 +440,13 @@ class Prepared:
     for every b (and, for an atom b, building conj(predicate, b) at all).
     """
 
-    __slots__ = ("predicate", "dnf", "boxes", "_negations")
+    __slots__ = ("predicate", "dnf", "boxes")
 
     def __init__(self, predicate: Predicate):
         self.predicate = predicate
         self.dnf = to_dnf(predicate)
         # Boxes of the satisfiable conjunctions (the others can never be TRUE).
         self.boxes = tuple(b for c in self.dnf or () if (b := box_of(c)) is not None)
-        self._negations = None  # per box, the negations box_of tests its atoms against (built on first use)
 
     def implies(self, b: Predicate) -> bool:
         a = self.predicate
@@ -446,17 +468,13 @@ class Prepared:
         if self.dnf is None:
             return False
         if isinstance(b, JoinInduced):
-            return all(_excludes_induced(box, b) for box in self.boxes)
+            return all(box.excludes(b, None) for box in self.boxes)
         sets = atom_sets(b) if _is_deterministic(b) and not isinstance(b, ColumnCompare) else None
         if sets is None:
             return all(box_of(c | {b}) is None for c in self.dnf)
         # A conjunction box_of finds never TRUE stays so with b (b only narrows), so only the
         # boxes are asked; each with b is box_of(c | {b}) without rebuilding the box of c.
-        if self._negations is None:
-            self._negations = tuple(frozenset(negate(a) for a in box.atoms
-                                              if _is_deterministic(a) and not isinstance(a, JoinInduced))
-                                    for box in self.boxes)
-        return all(_excludes(box, negations, b, sets) for box, negations in zip(self.boxes, self._negations))
+        return all(box.excludes(b, sets) for box in self.boxes)
 
 
 def _excludes_induced(box: Box, b: JoinInduced) -> bool:
@@ -477,14 +495,14 @@ def _excludes_induced(box: Box, b: JoinInduced) -> bool:
     return any(implies(together, n) for n in negated)
 
 
-def _excludes(box: Box, negations: frozenset, b: Predicate, sets: AtomSets) -> bool:
+def _excludes(box: Box, b: Predicate, sets: AtomSets) -> bool:
     """Is box_of(box.atoms | {b}) None, for a deterministic single-column atom b (`sets`:
     its atom_sets)? The checks box_of makes that b can change: b against the negations of
     the box's atoms and theirs against b, b's column narrowed to nothing, and the column
     comparisons on b's column."""
     if b in box.atoms:
         return False
-    if b in negations or negate(b) in box.atoms:
+    if b in box.negations or negate(b) in box.atoms:
         return True
     column = sets.column
     narrowed = box.get(column).intersect(sets.over)
