@@ -748,11 +748,12 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
         found = active_sources(catalog, induced)
         frames = source_frames(spark, schema, {t: found[t]["paths"] for t in found})
         sources = {t: found[t]["versions"] for t in found}
-    window_cuts = usable_cuts(table.name, window_cuts, frames)
+    usable = set(usable_cuts(table.name, window_cuts + extra, frames))  # one key check for all of them
+    window_cuts = [c for c in window_cuts if c in usable]
     seen = {c.predicate for c in window_cuts}
     cuts = list(window_cuts)
-    for c in usable_cuts(table.name, extra, frames):
-        if c.predicate not in seen:
+    for c in extra:
+        if c in usable and c.predicate not in seen:
             seen.add(c.predicate)
             cuts.append(c)
     queries = TableQueries(table.name, window.analyses, key_hops)
