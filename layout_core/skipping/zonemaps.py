@@ -81,11 +81,11 @@ class ColumnArrays:
         them meet one of the intervals): `_ranges_meet` on them, each bound placed once by
         bisection in the ranges sorted by lo and by hi instead of compared with every range."""
         fits, lo, hi = self.usable(column)
-        ranges = np.flatnonzero(fits[self.owner])
-        key = ("ordered", column.kind)
+        key = ("ordered", column.kind)  # the usable ranges and their order, once per kind
         if key not in self._usable:
-            self._usable[key] = _Ordered.of(lo[ranges], hi[ranges])
-        ordered = self._usable[key]
+            usable_ranges = _read_only(np.flatnonzero(fits[self.owner]))
+            self._usable[key] = (usable_ranges, _Ordered.of(lo[usable_ranges], hi[usable_ranges]))
+        ranges, ordered = self._usable[key]
         if ordered is None or not ranges.size:
             return ranges, _ranges_meet(intervals, lo[ranges], hi[ranges])
         try:
