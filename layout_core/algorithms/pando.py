@@ -271,8 +271,8 @@ class _Forest:
         # and below 2**24 in all, float32 products of them are exact: half the work of float64
         small = self.integer_weights and float(np.sum(self.weights)) < 2 ** 24
         self.drop_type = np.float32 if small else np.float64
-        self.imp_d = workload.implies.astype(self.drop_type)
-        self.dis_d = workload.disjoint.astype(self.drop_type)
+        self.imp_d = self.imp_f.astype(np.float32) if small else self.imp_f
+        self.dis_d = self.dis_f.astype(np.float32) if small else self.dis_f
         self.threshold = threshold
         self.allowed = allowed
         self.reads = np.ones((vc.n, workload.n_queries), dtype=bool)  # [v, q]: rows of v read by q (a row per vector)
