@@ -9,6 +9,7 @@ another code path puts every row in the same block.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -18,7 +19,7 @@ from layout_core.optimizers.plan import (
     ClusterBlocks, CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks, TupleBlocks,
 )
 from layout_core.base.names import BLOCK_INDEX_COLUMN, VECTOR_COLUMN
-from layout_core.spark.blocks import with_pieces
+from layout_core.spark.blocks import WORD_BITS, cut_words, with_pieces, words_mask
 from layout_core.spark.curves import curve_block_index, with_curve_key
 
 
@@ -29,16 +30,19 @@ def tie_order(columns) -> list[Column]:
     return [F.xxhash64(*columns)] + [F.col(c) for c in columns]
 
 
-def leaf_column(root, vector: str = VECTOR_COLUMN) -> Column:
-    """The leaf each row reaches: the tree as nested CASE WHEN over the row's bit
-    string (character j = cut j; '1' goes left). Routes every row, also one
+def leaf_column(root, vector: str = VECTOR_COLUMN, bit=None) -> Column:
+    """The leaf each row reaches: the tree as nested CASE WHEN over the row's bits
+    ('1' goes left): `bit(j)` is the row's bit of cut j as a boolean column (by
+    default character j of the bit string `vector`). Routes every row, also one
     whose vector the sample the tree was built on never saw."""
+    if bit is None:
+        def bit(j: int) -> Column:
+            return F.substring(F.col(vector), j + 1, 1) == F.lit("1")
 
     def build(node):
         if node.is_leaf:
             return F.lit(node.leaf_id)
-        bit = F.substring(F.col(vector), node.cut + 1, 1) == F.lit("1")
-        return F.when(bit, build(node.left)).otherwise(build(node.right))
+        return F.when(bit(node.cut), build(node.left)).otherwise(build(node.right))
 
     return build(root).cast("int")
 
@@ -157,15 +161,66 @@ def block_lineage(df: DataFrame, roots, block_column: str) -> tuple[dict[int, tu
     really went (rows of k-tuples the plan's sample never saw included)."""
     if not roots:
         return {}, {}
+    leafed = df.select(block_column, *_leaf_columns(roots))
+    leaves, cells = {}, {}
+    for row in leafed.groupBy(block_column).agg(*_lineage_aggregates(roots)).collect():
+        block = int(row[block_column])
+        leaves[block], block_cells = _lineage_of(row, len(roots))
+        if len(roots) >= 2:
+            cells[block] = block_cells
+    return leaves, cells
+
+
+@dataclass(frozen=True)
+class BlockBits:
+    """What a block's rows say about the cuts: the OR and the AND of their bits
+    (bit j = cut j) and, as `block_lineage` gives them, its leaves per tree and cells."""
+    union_bits: int
+    all_bits: int
+    leaves: tuple[tuple[int, ...], ...] = ()
+    cells: tuple[tuple[int, ...], ...] = ()
+
+
+def block_bits(flagged: DataFrame, n_cuts: int, roots, block_column: str) -> dict[int, BlockBits]:
+    """Per block its `BlockBits`, in one pass over `flagged`: the block column and the
+    cut flag columns `_cut0..`. The flags are packed into words first (`cut_words`), so the
+    aggregates and the trees' leaf tests read a few longs per row, not a bit string."""
+    packed = cut_words(n_cuts)
+    if not packed and not roots:
+        return {}
+    words = [f"_word{w}" for w in range(len(packed))]
+    worded = flagged.select(block_column, *[w.alias(name) for w, name in zip(packed, words)])
+
+    def bit(j: int) -> Column:
+        return F.col(words[j // WORD_BITS]).bitwiseAND(F.lit(1 << (j % WORD_BITS))) != 0
+
+    # the words in a select of their own: each leaf test reads one, and Spark keeps a
+    # column read many times computed once instead of inlining it where it is read
+    leafed = worded.select(block_column, *words, *_leaf_columns(roots, bit))
+    aggregates = [a for name in words for a in (F.bit_or(name).alias(f"_any{name}"),
+                                                 F.bit_and(name).alias(f"_all{name}"))]
+    out = {}
+    for row in leafed.groupBy(block_column).agg(*aggregates, *_lineage_aggregates(roots)).collect():
+        leaves, cells = _lineage_of(row, len(roots))
+        out[int(row[block_column])] = BlockBits(words_mask(row[f"_any{name}"] for name in words),
+                                                words_mask(row[f"_all{name}"] for name in words), leaves, cells)
+    return out
+
+
+def _leaf_columns(roots, bit=None) -> list[Column]:
+    return [leaf_column(root, bit=bit).alias(f"_leaf{t}") for t, root in enumerate(roots)]
+
+
+def _lineage_aggregates(roots) -> list[Column]:
     names = [f"_leaf{t}" for t in range(len(roots))]
-    leafed = df.select(block_column, *[leaf_column(root).alias(name) for root, name in zip(roots, names)])
     aggregates = [F.array_sort(F.collect_set(name)).alias(f"_leaves{t}") for t, name in enumerate(names)]
     if len(roots) >= 2:
         aggregates.append(F.collect_set(F.array(*names)).alias("_cells"))
-    leaves, cells = {}, {}
-    for row in leafed.groupBy(block_column).agg(*aggregates).collect():
-        block = int(row[block_column])
-        leaves[block] = tuple(tuple(int(x) for x in row[f"_leaves{t}"]) for t in range(len(roots)))
-        if len(roots) >= 2:
-            cells[block] = tuple(tuple(int(x) for x in cell) for cell in row["_cells"])
+    return aggregates
+
+
+def _lineage_of(row, trees: int) -> tuple[tuple, tuple]:
+    """A block's leaves per tree and its cells (() for fewer than two trees) from its aggregated row."""
+    leaves = tuple(tuple(int(x) for x in row[f"_leaves{t}"]) for t in range(trees))
+    cells = tuple(tuple(int(x) for x in cell) for cell in row["_cells"]) if trees >= 2 else ()
     return leaves, cells

@@ -15,14 +15,15 @@ last hop's parent that satisfy it) are collected as a Roaring bitmap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from typing import Mapping, Sequence
 
 from pyroaring import BitMap64
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from layout_core.predicates import Hop, JoinInduced, to_sql
-from layout_core.spark.blocks import cut_flag_columns, with_cut_flags
+from layout_core.spark.blocks import WORD_BITS, cut_flag_columns, with_cut_flags
 
 
 @dataclass(frozen=True)
@@ -43,14 +44,27 @@ def with_induced_flags(target: DataFrame, cuts: Sequence[JoinInduced],
     frames = _propagate(list(cuts), tables)
     last_hops = {c.hops[-1] for c in cuts}
     out = target
-    for hop in sorted(last_hops, key=str):
+    flag_of: dict[str, Column] = {}
+    for h, hop in enumerate(sorted(last_hops, key=str)):
         parent_frame = frames[hop]
         carried = [c for c in parent_frame.columns if c.startswith("_ji")]
-        keyed = parent_frame.select(F.col(hop.parent_column).alias("_pk"), *carried)
+        # the flags packed into longs for the join, whose shuffles copy every column of a row
+        words = {f"_jw{h}_{w}": carried[start:start + WORD_BITS]
+                 for w, start in enumerate(range(0, len(carried), WORD_BITS))}
+        keyed = parent_frame.select(F.col(hop.parent_column).alias("_pk"),
+                                    *[_packed(flags).alias(word) for word, flags in words.items()])
         out = out.join(keyed, out[hop.child_column] == keyed["_pk"], "left").drop("_pk")
+        for word, flags in words.items():
+            flag_of.update({flag: F.col(word).bitwiseAND(F.lit(1 << j)) != 0 for j, flag in enumerate(flags)})
     names = tuple(_flag_name(i) for i in range(len(cuts)))
-    out = out.select(*target.columns, *[F.coalesce(F.col(n), F.lit(False)).alias(n) for n in names])
+    out = out.select(*target.columns, *[F.coalesce(flag_of[n], F.lit(False)).alias(n) for n in names])
     return InducedFlags(out, names)
+
+
+def _packed(flags: Sequence[str]) -> Column:
+    """Boolean columns as the bits of one long (flag j: bit j; NULL counts as FALSE)."""
+    return reduce(lambda a, b: a.bitwiseOR(b),
+                  [F.when(F.col(flag), F.lit(1 << j)).otherwise(F.lit(0)).cast("long") for j, flag in enumerate(flags)])
 
 
 def _propagate(cuts: list[JoinInduced], tables: Mapping[str, DataFrame]) -> dict[Hop, DataFrame]:
@@ -145,3 +159,10 @@ def with_layout_cut_flags(df: DataFrame, cuts: Sequence, tables: Mapping[str, Da
     flag_of.update({i: with_both.columns[k] for k, (i, _) in enumerate(induced)})
     names = cut_flag_columns(len(cuts))
     return with_both.frame.select(*df.columns, *[F.col(flag_of[i]).alias(names[i]) for i in range(len(cuts))])
+
+
+def cut_columns(df: DataFrame, cuts: Sequence, keep: Sequence[str]) -> DataFrame:
+    """`df` narrowed to the columns `keep` and those the cuts read (a join-induced cut:
+    its foreign key): `with_layout_cut_flags` then carries only these through its joins."""
+    read = set().union(*(c.columns() for c in cuts)) - set(keep)
+    return df.select(*keep, *[c for c in df.columns if c in read])

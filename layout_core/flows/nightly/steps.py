@@ -56,11 +56,11 @@ from layout_core.runs.publish import block_record, cut_records, keys_file, publi
 from layout_core.runs.sources import active_sources, frames_of_versions, source_frames
 from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks, written_frame
 from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
-from layout_core.spark.assign import block_lineage, with_plan_blocks
+from layout_core.spark.assign import BlockBits, block_bits, with_plan_blocks
 from layout_core.spark.cells import with_exact_cells
-from layout_core.spark.blocks import summarize_blocks, with_bit_vector, write_block_folders
+from layout_core.spark.blocks import summarize_blocks, write_block_folders
 from layout_core.spark.featurize import path_tables, usable_cuts, vector_sample, with_vectors
-from layout_core.spark.induced import literal_keys_of, with_layout_cut_flags
+from layout_core.spark.induced import cut_columns, literal_keys_of, with_layout_cut_flags
 from layout_core.workload.analyze import analyze_file
 
 log = logging.getLogger("layout.pipeline")
@@ -349,14 +349,18 @@ def update_catalog(spark, paths: RunPaths, table: TableSchema, catalog: Catalog,
         raise StepError("join-induced cuts need the schema of their dimension tables")
     frames = frames_of_versions(spark, catalog, schema, source_versions)
     frame = written_frame(spark, table, written)
-    summaries, lineage, cells = [], {}, {}
+    summaries, bits = [], {}
     if frame is not None:
-        flagged = with_bit_vector(with_layout_cut_flags(frame, predicates, frames), len(predicates)).cache()
-        summaries = summarize_blocks(flagged, table, len(predicates), range_sets)
-        lineage, cells = block_lineage(flagged, plan.routing_trees(), BLOCK_ID_COLUMN)
-        flagged.unpersist()
-    blocks = [block_record(s, written.blocks[str(s.block_id)], leaves=lineage.get(s.block_id, ()),
-                           cells=cells.get(s.block_id, ())) for s in summaries]
+        # two passes: statistics over every column; the cut bits over the columns the cuts
+        # read, so the join-induced cuts' joins carry narrow rows
+        summaries = summarize_blocks(frame, table, 0, range_sets)
+        flagged = with_layout_cut_flags(cut_columns(frame, predicates, [BLOCK_ID_COLUMN]), predicates, frames)
+        bits = block_bits(flagged, len(predicates), plan.routing_trees(), BLOCK_ID_COLUMN)
+    blocks = []
+    for s in summaries:
+        b = bits.get(s.block_id, BlockBits(0, 0))
+        blocks.append(block_record(s, written.blocks[str(s.block_id)], union_bits=b.union_bits, all_bits=b.all_bits,
+                                   leaves=b.leaves, cells=b.cells))
     # the fingerprint of the rows verified in the blocks, not of an earlier attempt's input
     publish(catalog, version, "update_catalog", cuts=cut_records(paths, features.cuts),
             plan={**plan.to_json(), **training_log_record(features.training_sql, features.log.get("parsed", 0))},

@@ -64,10 +64,10 @@ from layout_core.runs.publish import block_record, cut_records, keys_file, node_
 from layout_core.runs.sources import frames_of_versions
 from layout_core.runs.verify import rows_fingerprint, verified_version, verify_blocks, written_frame
 from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
-from layout_core.spark.assign import group_ranges, leaf_column, tie_order
-from layout_core.spark.blocks import summarize_blocks, with_bit_vector, write_block_folders
+from layout_core.spark.assign import BlockBits, block_bits, group_ranges, leaf_column, tie_order
+from layout_core.spark.blocks import summarize_blocks, write_block_folders
 from layout_core.spark.featurize import path_tables, with_vectors
-from layout_core.spark.induced import literal_keys_of, with_layout_cut_flags
+from layout_core.spark.induced import cut_columns, literal_keys_of, with_layout_cut_flags
 
 log = logging.getLogger("layout.reorg")
 
@@ -388,11 +388,15 @@ def activate_reorg(spark, paths: RunPaths, catalog: Catalog, schema: Schema, ran
                 leaf_of_new_block[written.first_block_id + b] = new_leaf_of[i][leaf]
     frame = written_frame(spark, table, written)
     if frame is not None:
-        flagged = with_bit_vector(with_layout_cut_flags(frame, [loads(c.predicate) for c in plan.cuts],
-                                                         _dimension_frames(spark, catalog, schema, plan)), m)
-        for s in summarize_blocks(flagged, table, m, range_sets):
-            blocks.append(block_record(s, written.blocks[str(s.block_id)], union_bits=((1 << k) - 1) | (s.union_bits << k),
-                                       all_bits=s.all_bits << k, leaves=((leaf_of_new_block[s.block_id],),)))
+        predicates = [loads(c.predicate) for c in plan.cuts]
+        flagged = with_layout_cut_flags(cut_columns(frame, predicates, [BLOCK_ID_COLUMN]), predicates,
+                                        _dimension_frames(spark, catalog, schema, plan))
+        bits = block_bits(flagged, m, (), BLOCK_ID_COLUMN)
+        for s in summarize_blocks(frame, table, 0, range_sets):
+            b = bits.get(s.block_id, BlockBits(0, 0))
+            blocks.append(block_record(s, written.blocks[str(s.block_id)],
+                                       union_bits=((1 << k) - 1) | (b.union_bits << k), all_bits=b.all_bits << k,
+                                       leaves=((leaf_of_new_block[s.block_id],),)))
     cuts = list(layout.cuts) + cut_records(paths, plan.cuts, "plan_reorg")
     plan_json = {"optimizer": plan.optimizer, "reorganized_from": plan.replaces,
                  "subtrees": [{"node": s.node_id, "old_leaves": list(s.old_leaves), "reward": s.reward}

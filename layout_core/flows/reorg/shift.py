@@ -73,6 +73,7 @@ from layout_core.predicates.reasoning import satisfiable
 from layout_core.runs.sources import active_sources, source_frames
 from layout_core.skipping.router import Route, RoutingIndex, route_analysis
 from layout_core.spark.featurize import path_tables, sampled_rows, usable_cuts, with_vectors
+from layout_core.spark.induced import cut_columns
 from layout_core.sql.analysis import QueryAnalysis, QueryError, analyze
 from layout_core.workload.tree_inputs import workload_matrices
 
@@ -771,7 +772,8 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     rows = spark.read.option("basePath", location).parquet(*paths).select(*table.column_names, BLOCK_ID_COLUMN)
     total_rows = sum(b.row_count for b in layout.blocks)
     # the sample first: only its rows are joined for the join-induced cuts' bits
-    picked = with_vectors(sampled_rows(rows, table.column_names, settings.sample_rows, total_rows), cuts, frames)
+    sampled = sampled_rows(rows, table.column_names, settings.sample_rows, total_rows)
+    picked = with_vectors(cut_columns(sampled, [c.predicate for c in cuts], [BLOCK_ID_COLUMN, *columns]), cuts, frames)
     records = picked.select(BLOCK_ID_COLUMN, VECTOR_COLUMN, *columns).collect()
     if not records:
         return base
