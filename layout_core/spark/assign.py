@@ -19,7 +19,7 @@ from layout_core.optimizers.plan import (
     ClusterBlocks, CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks, TupleBlocks,
 )
 from layout_core.base.names import BLOCK_INDEX_COLUMN, VECTOR_COLUMN
-from layout_core.spark.blocks import WORD_BITS, cut_words, with_pieces, words_mask
+from layout_core.spark.blocks import WORD_BITS, cut_words, with_pieces, word_bit, words_mask
 from layout_core.spark.curves import curve_block_index, with_curve_key
 
 
@@ -192,7 +192,7 @@ def block_bits(flagged: DataFrame, n_cuts: int, roots, block_column: str) -> dic
     worded = flagged.select(block_column, *[w.alias(name) for w, name in zip(packed, words)])
 
     def bit(j: int) -> Column:
-        return F.col(words[j // WORD_BITS]).bitwiseAND(F.lit(1 << (j % WORD_BITS))) != 0
+        return word_bit(words[j // WORD_BITS], j % WORD_BITS)
 
     # the words in a select of their own: each leaf test reads one, and Spark keeps a
     # column read many times computed once instead of inlining it where it is read

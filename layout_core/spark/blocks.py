@@ -130,12 +130,18 @@ def cut_words(n_cuts: int) -> list[Column]:
     where it generates code (measured 2026-11-29; the same summaries both
     ways)."""
     flags = cut_flag_columns(n_cuts)
-    words = []
-    for start in range(0, n_cuts, WORD_BITS):
-        bits = [F.when(F.col(flag), F.lit(1 << j)).otherwise(F.lit(0)).cast("long")
-                for j, flag in enumerate(flags[start:start + WORD_BITS])]
-        words.append(reduce(lambda a, b: a.bitwiseOR(b), bits))
-    return words
+    return [packed_flags(flags[start:start + WORD_BITS]) for start in range(0, n_cuts, WORD_BITS)]
+
+
+def packed_flags(flags: Sequence[str]) -> Column:
+    """Up to WORD_BITS boolean columns as the bits of one long (flag j: bit j; NULL counts as FALSE)."""
+    bits = [F.when(F.col(flag), F.lit(1 << j)).otherwise(F.lit(0)).cast("long") for j, flag in enumerate(flags)]
+    return reduce(lambda a, b: a.bitwiseOR(b), bits)
+
+
+def word_bit(word: str, j: int) -> Column:
+    """Bit j of the long column `word`, as a boolean column."""
+    return F.col(word).bitwiseAND(F.lit(1 << j)) != 0
 
 
 def words_mask(words: Iterable[int]) -> int:

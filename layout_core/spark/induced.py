@@ -15,7 +15,6 @@ last hop's parent that satisfy it) are collected as a Roaring bitmap.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import reduce
 from typing import Mapping, Sequence
 
 from pyroaring import BitMap64
@@ -23,7 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from layout_core.predicates import Hop, JoinInduced, to_sql
-from layout_core.spark.blocks import WORD_BITS, cut_flag_columns, with_cut_flags
+from layout_core.spark.blocks import WORD_BITS, cut_flag_columns, packed_flags, with_cut_flags, word_bit
 
 
 @dataclass(frozen=True)
@@ -52,19 +51,13 @@ def with_induced_flags(target: DataFrame, cuts: Sequence[JoinInduced],
         words = {f"_jw{h}_{w}": carried[start:start + WORD_BITS]
                  for w, start in enumerate(range(0, len(carried), WORD_BITS))}
         keyed = parent_frame.select(F.col(hop.parent_column).alias("_pk"),
-                                    *[_packed(flags).alias(word) for word, flags in words.items()])
+                                    *[packed_flags(flags).alias(word) for word, flags in words.items()])
         out = out.join(keyed, out[hop.child_column] == keyed["_pk"], "left").drop("_pk")
         for word, flags in words.items():
-            flag_of.update({flag: F.col(word).bitwiseAND(F.lit(1 << j)) != 0 for j, flag in enumerate(flags)})
+            flag_of.update({flag: word_bit(word, j) for j, flag in enumerate(flags)})
     names = tuple(_flag_name(i) for i in range(len(cuts)))
     out = out.select(*target.columns, *[F.coalesce(flag_of[n], F.lit(False)).alias(n) for n in names])
     return InducedFlags(out, names)
-
-
-def _packed(flags: Sequence[str]) -> Column:
-    """Boolean columns as the bits of one long (flag j: bit j; NULL counts as FALSE)."""
-    return reduce(lambda a, b: a.bitwiseOR(b),
-                  [F.when(F.col(flag), F.lit(1 << j)).otherwise(F.lit(0)).cast("long") for j, flag in enumerate(flags)])
 
 
 def _propagate(cuts: list[JoinInduced], tables: Mapping[str, DataFrame]) -> dict[Hop, DataFrame]:
