@@ -67,7 +67,7 @@ from layout_core.skipping.rangesets import coarsen_column_stats
 from layout_core.skipping.rewrite import rewrite_sql
 from layout_core.skipping.router import LayoutIndex, RoutingIndex, route_analysis, route_query
 from layout_core.skipping.zonemaps import DEFAULT_RANGE_SETS
-from layout_core.spark.assign import block_lineage
+from layout_core.spark.assign import BlockBits, block_bits
 from layout_core.spark.blocks import summarize_blocks, write_block_folders
 from layout_core.spark.compare import same_rows
 from layout_core.spark.induced import literal_keys
@@ -231,9 +231,9 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                                          layout_settings(kind, name, block_rows, extra, data.sort_keys),
                                          table_queries)
                 blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX_COLUMN, BLOCK_ID_COLUMN)
-                summaries = summarize_blocks(blocked, table, len(laid.cuts),
-                                             max(RANGE_SET_SWEEP) if dips else DEFAULT_RANGE_SETS)
-                lineage, cells = block_lineage(blocked, laid.plan.routing_trees(), BLOCK_ID_COLUMN)
+                summaries = summarize_blocks(blocked, table, 0, max(RANGE_SET_SWEEP) if dips else DEFAULT_RANGE_SETS)
+                bits = block_bits(blocked, len(laid.cuts), laid.plan.routing_trees(), BLOCK_ID_COLUMN)
+                lineage = {block: b.leaves for block, b in bits.items()}
                 for cut in laid.cuts:
                     if cut.kind == "join_induced" and cut.sql not in key_bytes:
                         key_bytes[cut.sql] = len(literal_keys(tables, cut.predicate).serialize())
@@ -255,9 +255,9 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                                      **({"sort_columns": list(laid.plan.assignment.sort_columns)}
                                         if hasattr(laid.plan.assignment, "sort_columns") else {}),
                                      **({"choices": dict(laid.plan.choices)} if laid.plan.choices else {})}
-                records = [BlockRecord(b.block_id, b.row_count, 0, "", b.stats, b.union_bits, b.all_bits,
-                                       leaves=lineage.get(b.block_id, ()), cells=cells.get(b.block_id, ()))
-                           for b in summaries]
+                records = [BlockRecord(s.block_id, s.row_count, 0, "", s.stats, b.union_bits, b.all_bits,
+                                       leaves=b.leaves, cells=b.cells)
+                           for s in summaries for b in (bits.get(s.block_id, BlockBits(0, 0)),)]
                 predicates = [c.predicate for c in laid.cuts]
                 if dips:
                     finest[kind][name] = (records, predicates, nodes)

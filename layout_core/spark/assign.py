@@ -151,30 +151,15 @@ def group_ranges(df: DataFrame, groups: list[tuple[int, int, int]], sort_columns
               .drop("_group", "_first", "_n", "_rn", "_group_rows"))
 
 
-def block_lineage(df: DataFrame, roots, block_column: str) -> tuple[dict[int, tuple], dict[int, tuple]]:
-    """Lineage taken from the rows themselves, in one pass: per block, per tree,
-    the sorted leaf ids its rows reach (`BlockRecord.leaves`), and for two or
-    more trees the distinct k-tuples of those leaf ids (`BlockRecord.cells`;
-    {} for fewer trees, where the leaf sets say as much). `df` has the block
-    column and the bit string `_vec`. The router skips a block only when no
-    admitted leaf (or cell) holds its rows, so it must see where every row
-    really went (rows of k-tuples the plan's sample never saw included)."""
-    if not roots:
-        return {}, {}
-    leafed = df.select(block_column, *_leaf_columns(roots))
-    leaves, cells = {}, {}
-    for row in leafed.groupBy(block_column).agg(*_lineage_aggregates(roots)).collect():
-        block = int(row[block_column])
-        leaves[block], block_cells = _lineage_of(row, len(roots))
-        if len(roots) >= 2:
-            cells[block] = block_cells
-    return leaves, cells
-
-
 @dataclass(frozen=True)
 class BlockBits:
-    """What a block's rows say about the cuts: the OR and the AND of their bits
-    (bit j = cut j) and, as `block_lineage` gives them, its leaves per tree and cells."""
+    """What a block's rows say about the cuts and trees: the OR and the AND of their bits
+    (bit j = cut j); its lineage, per tree the sorted leaf ids its rows reach
+    (`BlockRecord.leaves`), and for two or more trees the distinct k-tuples of those leaf
+    ids (`BlockRecord.cells`; () for fewer trees, where the leaf sets say as much). The
+    lineage is taken from the rows themselves: the router skips a block only when no
+    admitted leaf (or cell) holds its rows, so it must see where every row really went
+    (rows of k-tuples the plan's sample never saw included)."""
     union_bits: int
     all_bits: int
     leaves: tuple[tuple[int, ...], ...] = ()
