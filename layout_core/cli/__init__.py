@@ -285,7 +285,8 @@ def cmd_workload_shift(args) -> int:
         with Catalog(settings.catalog_url) as catalog:
             try:
                 shift = ShiftSettings(q=args.q, w=args.w or default_w(catalog), window_hours=args.window_hours,
-                                      min_references=args.min_references, prune=not args.no_prune)
+                                      min_references=args.min_references, prune=not args.no_prune,
+                                      folds=args.folds)
             except ValueError as e:
                 raise UserError(str(e)) from None
             reports = monitor_tables(spark, catalog, schema, [args.table] if args.table else [], shift)
@@ -800,6 +801,9 @@ def build_parser() -> argparse.ArgumentParser:
     ws.add_argument("--min-references", type=int, default=10,
                     help="fewer references to a table in the window: no reorganization (default 10)")
     ws.add_argument("--no-prune", action="store_true", help="compute B for every subtree (MTO 5.1.3 pruning off)")
+    ws.add_argument("--folds", type=int, default=2,
+                    help="parts the window's queries are split in to judge B out of sample: each new tree is "
+                         "grown on all parts but one (default 2)")
     ws.add_argument("--catalog", help="catalog URL")
     ws.add_argument("--schema", help="schema name (tpch) or YAML/JSON file")
     ws.add_argument("--json", action="store_true")

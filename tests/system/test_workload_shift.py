@@ -98,7 +98,7 @@ def _two_leaf_partition():
 
 
 def _gain(sample, vc, queries=4):
-    """`queries` references x <= 4, one per query, alternating halves."""
+    """`queries` references x <= 4, one per query, alternating folds 0 and 1."""
     at_most_4 = Compare(Column("x", "int"), "<=", 4)
     refs = References(np.arange(queries), np.ones((queries, 1), bool), np.zeros((queries, 1), bool),
                       (at_most_4,) * queries, np.ones(queries, bool), queries)
@@ -109,7 +109,7 @@ def _gain(sample, vc, queries=4):
 def test_rewards_pick_the_subtree_whose_queries_a_new_tree_would_serve_better():
     """Now each query reads blocks 0 and 1 (both hold x <= 4); blocks 2 and 3 are skipped by
     their zone maps and bits: A(leaf 0) = 2, A(leaf 1) = 0, A(root) = 2. A tree grown on the
-    other half's queries splits on the cut: leaf 0's 8 rows become 1..4 (read) and 5..8
+    other fold's queries splits on the cut: leaf 0's 8 rows become 1..4 (read) and 5..8
     (skipped), B = 1; the root's become 1..4 and 12 rows in 3 blocks, all skipped, B = 1.
     With q/w = 4: R(leaf 0) = 4·1 - 2 = 2, R(root) = 4·1 - 4 = 0, R(leaf 1) <= 4·0 - 2.
     The best set is {leaf 0} with reward 2, and every query gains alike, so the bootstrap
@@ -146,7 +146,7 @@ def test_each_subtree_is_measured_once_however_many_searches_decide():
         calls.append(i)
         return gains[i]
 
-    benefits = SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, per_query, halves=np.array([0, 1, 0, 1]))
+    benefits = SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, per_query, folds=np.array([0, 1, 0, 1]))
     found = {}
     for q, prune in ((400, True), (1000, False), (1000, True), (150, False)):
         rewards = choose(benefits, ShiftSettings(q=q, w=100, prune=prune))
@@ -172,13 +172,13 @@ def test_a_gain_one_half_of_the_window_does_not_confirm_is_noise():
     _, _, old = _two_leaf_partition()
     halves = np.arange(8) % 2
     one_sided = {0: np.zeros(8), 1: 2.0 * (halves == 0), 2: 2.0 * (halves == 1)}
-    benefits = SubtreeBenefits(old, [4, 2, 2], [4.0, 2.0, 2.0], 8, one_sided.__getitem__, halves=halves)
+    benefits = SubtreeBenefits(old, [4, 2, 2], [4.0, 2.0, 2.0], 8, one_sided.__getitem__, folds=halves)
     rewards = choose(benefits, ShiftSettings(q=1000, w=100, prune=False))
     assert rewards.plan.nodes == (1, 2) and rewards.plan.reward == pytest.approx(16.0)
     assert rewards.lower_bound == pytest.approx(-2.0) and not rewards.significant
 
     confirmed = {0: np.zeros(8), 1: np.full(8, 2.0), 2: np.zeros(8)}
-    benefits = SubtreeBenefits(old, [4, 2, 2], [4.0, 2.0, 2.0], 8, confirmed.__getitem__, halves=halves)
+    benefits = SubtreeBenefits(old, [4, 2, 2], [4.0, 2.0, 2.0], 8, confirmed.__getitem__, folds=halves)
     rewards = choose(benefits, ShiftSettings(q=1000, w=100, prune=False))
     assert rewards.plan.nodes == (1,) and rewards.lower_bound == pytest.approx(18.0) and rewards.significant
 
@@ -232,7 +232,7 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
                                         query_history(range(12, 23), NOW)) for prune in (True, False)}
         tiny = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000), NOW,
                              query_history([6], NOW)[:3])
-        # twelve runs of one query: enough references, but all in one half
+        # twelve runs of one query: enough references, but all in one fold
         repeated = measure_shift(spark, catalog, SCHEMA, "lineitem", ShiftSettings(q=5000), NOW,
                                  query_history([6], NOW)[:1] * 12)
     assert same.reward == 0 and not same.reorganize and same.references > 50, same.reason
@@ -254,7 +254,7 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
 
     assert tiny.partitions == () and "too few" in tiny.reason
     (alone,) = repeated.partitions
-    assert repeated.reward == 0 and "one half" in alone.reason
+    assert repeated.reward == 0 and "one fold" in alone.reason
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from typing import ClassVar, Sequence
 
 from layout_core.flows.names import TRAINING_LOG_QUERIES, TRAINING_QUERIES
 
-# The noise floor needs enough queries for two halves; a log of a busy day would make every
+# The noise floor needs enough queries for its folds; a log of a busy day would make every
 # version's stored plan megabytes long.
 MAX_TRAINING_QUERIES = 2000
 

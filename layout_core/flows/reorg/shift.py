@@ -12,14 +12,14 @@ non-overlapping subtrees. Nothing is written: the data is only read.
   T and T' are both judged by the router's rules (`reorg.simulated_reads`):
   T by the router's own verdicts on its real blocks, T' on blocks simulated
   from a row sample of the layout with the statistics the writer would give
-  them; and out of sample: T' grown on one half of the window's queries is
-  judged on the other half, both ways, so a tree that only fits the
-  window's literals gains nothing;
+  them; and out of sample: the window's queries are split in `folds` folds,
+  and T' grown on the queries outside a fold is judged on the fold's, so a
+  tree that only fits the window's literals gains nothing;
 * the noise floor: the same B measured on the layout's own training log
   (recorded in its plan), which no shift separates from the layout. B is
   the window's B less the floor, and the best set is kept only when sets
-  chosen the same way on one half of the window's queries still pay on the
-  other half, at the bootstrap's 5% quantile (the best of many noisy
+  chosen the same way on the queries outside a fold still pay on the fold's,
+  at the bootstrap's 5% quantile (the best of many noisy
   subtrees, chosen and judged on the same queries, looks better than it is);
 * A(T): the blocks of T the router reads now per query of the window, the
   bound of B that prunes the search; the report also gives A of the root
@@ -59,7 +59,7 @@ from layout_core.flows.reorg.simulated_reads import (
     References,
     SampledRows,
     held_out_lower_bound,
-    query_halves,
+    query_folds,
     reads,
     simulated_blocks,
     tree_blocks,
@@ -87,7 +87,9 @@ DEFAULT_REOPTIMIZER = "mto"  # re-lays out a partition whose optimizer grows no 
 class ShiftSettings:
     """q: queries expected before the next shift; w: writing a block costs w block reads
     (`layout calibrate` measures it); window_hours: how far back Q reaches; min_references:
-    fewer references to the table than this is too small a window to act on."""
+    fewer references to the table than this is too small a window to act on; folds: how many
+    parts the window's queries are split in to judge B out of sample (each T' is grown on all
+    parts but one: more folds, trees grown on more of the window, and more trees to grow)."""
 
     q: float = 200.0
     w: float = 100.0
@@ -95,6 +97,7 @@ class ShiftSettings:
     min_references: int = 10
     sample_rows: int = 150_000
     prune: bool = True
+    folds: int = 2
 
     def __post_init__(self) -> None:
         for name in ("q", "w", "window_hours"):
@@ -102,6 +105,9 @@ class ShiftSettings:
                 raise ValueError(f"{name} must be > 0, not {getattr(self, name)!r}")
         if self.min_references < 1 or self.sample_rows < 0:
             raise ValueError("min_references must be >= 1 and sample_rows >= 0")
+        if self.folds < 2:
+            raise ValueError(f"folds must be >= 2 (B is judged on queries its tree was not grown on), "
+                             f"not {self.folds!r}")
 
 
 def default_w(catalog) -> float:
@@ -282,13 +288,13 @@ class SubtreeBenefits:
     q/w and with and without pruning, on the same measurements."""
 
     def __init__(self, subtrees: OldSubtrees, blocks: Sequence[int], reads_now: Sequence[float], queries: int,
-                 per_query, floor_per_query=None, halves: np.ndarray | None = None) -> None:
+                 per_query, floor_per_query=None, folds: np.ndarray | None = None) -> None:
         self.shape = SubtreeShape(subtrees.children, tuple(int(b) for b in blocks), tuple(reads_now))
         self.leaf_ids = subtree_leaf_ids(subtrees)
         self.queries = queries
-        self.halves = None if halves is None else np.asarray(halves)  # per query, 0 or 1 (the guard's folds)
-        if self.halves is not None and self.halves.shape != (queries,):
-            raise ValueError(f"halves needs one entry per query ({queries}), not shape {self.halves.shape}")
+        self.folds = None if folds is None else np.asarray(folds)  # per query, its fold (the guard's)
+        if self.folds is not None and self.folds.shape != (queries,):
+            raise ValueError(f"folds needs one entry per query ({queries}), not shape {self.folds.shape}")
         self._per_query, self._floor_per_query = per_query, floor_per_query
         self.gains: dict[int, np.ndarray] = {}
         self.floor_gains: dict[int, np.ndarray] = {}  # per node, per query of the training log
@@ -311,16 +317,16 @@ class SubtreeBenefits:
         return benefit
 
     def held_out_reward(self, settings: ShiftSettings) -> float:
-        """The reward of the set chosen on one half of the window's queries and judged on the
-        other, both ways, at the bootstrap's 5% quantile. The best of many subtrees, chosen
-        and judged on the same queries, would be the luckiest one (the winner's curse): an
+        """The reward of the set chosen on the window's queries outside each fold and judged on
+        the fold's, at the bootstrap's 5% quantile. The best of many subtrees, chosen and
+        judged on the same queries, would be the luckiest one (the winner's curse): an
         unchanged window would fire on it."""
-        if self.halves is None:
-            raise ValueError("the guard needs each query's half (SubtreeBenefits(halves=...))")
+        if self.folds is None:
+            raise ValueError("the guard needs each query's fold (SubtreeBenefits(folds=...))")
         folds = []
-        for chosen_on in (0, 1):
-            judged = self.halves != chosen_on
-            plan = optimal_set(self.shape, self.benefit_on(self.halves == chosen_on), settings.q, settings.w,
+        for fold in np.unique(self.folds):
+            judged = self.folds == fold
+            plan = optimal_set(self.shape, self.benefit_on(~judged), settings.q, settings.w,
                                prune=settings.prune)
             gains = sum((self.gains[i][judged] for i in plan.nodes), np.zeros(int(judged.sum())))
             floors = [self.floor_gains[i] for i in plan.nodes if i in self.floor_gains]
@@ -346,14 +352,14 @@ class SubtreeBenefits:
             return training.per_query(subtrees.vector_indices(i), leaf_ids[i])
 
         return cls(subtrees, blocks, reads_now, queries, per_query, None if training is None else floor_per_query,
-                   window.half)
+                   window.fold)
 
 
 def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = True) -> "PartitionRewards":
     """The best set of non-overlapping subtrees for q and w (`reorg.optimal_set`).
 
-    With `guard`, the set is kept only when sets chosen the same way on one half of the
-    window's queries still pay on the other half, at the bootstrap's 5% quantile
+    With `guard`, the set is kept only when sets chosen the same way on the window's queries
+    outside a fold still pay on the fold's, at the bootstrap's 5% quantile
     (`SubtreeBenefits.held_out_reward`): a reward that resampling can take to 0, or that
     the queries which chose the set do not confirm, is noise, not shift."""
     shape = benefits.shape
@@ -372,7 +378,7 @@ class PartitionRewards:
     shape: SubtreeShape
     leaf_ids: list  # per node, the old leaf ids under it
     noise: dict  # per evaluated node, its noise floor
-    lower_bound: float | None  # sets chosen on one half, judged on the other: the bootstrap's 5% quantile
+    lower_bound: float | None  # sets chosen outside a fold, judged on it: the bootstrap's 5% quantile
     root_gain: float = 0.0  # the window's B of the root before the noise floor: a full re-layout's gain
 
     @property
@@ -543,9 +549,9 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
     window_vc = VectorCounts(inputs.vc.vectors[:, :m], inputs.vc.counts, np.ones(m))
     new_subtrees = NewSubtrees.of(window_vc, tree.root, inputs.summary.matrices(m), block_rows, inputs.scale,
                                   inputs.leaf_of_vector)
-    if not inputs.window_gain.both_halves:
+    if not inputs.window_gain.judgeable:
         return result((), 0.0, 0, len(tree.node_ids),
-                      "the window's references to the table all fall in one half of its queries: a new layout "
+                      "the window's references to the table all fall in one fold of its queries: a new layout "
                       "cannot be judged out of sample; no reorganization"), model(new_subtrees)
     benefits = SubtreeBenefits.out_of_sample(new_subtrees.old, _subtree_blocks(new_subtrees.old, tree, sizes),
                                              inputs.window_gain, inputs.training_gain)
@@ -569,8 +575,8 @@ def _decided(measured: PartitionShift, rewards: PartitionRewards, tree: OldTree,
                  root_gain=rewards.root_gain, root_noise=rewards.noise.get(0, 0.0))
     if plan.nodes and not rewards.significant:
         return replace(measured, chosen=(), reward=0.0, **found, reason=(
-            f"the best set's reward is {plan.reward:.1f}, but sets chosen on one half of the window's queries "
-            f"reward {rewards.lower_bound:.1f} on the other at the bootstrap's 5% quantile: not told apart from "
+            f"the best set's reward is {plan.reward:.1f}, but sets chosen on the window's queries outside a fold "
+            f"reward {rewards.lower_bound:.1f} on the fold's at the bootstrap's 5% quantile: not told apart from "
             f"noise; no reorganization{whole}"))
     chosen = tuple(ChosenSubtree(tree.node_ids[i], rewards.leaf_ids[i], shape.blocks[i], shape.reads[i],
                                  (plan.rewards[i] + shape.blocks[i]) * settings.w / settings.q, plan.rewards[i],
@@ -710,7 +716,7 @@ class PartitionInputs:
     vc: VectorCounts | None = None  # the sample's (block, bits) pairs, bits of every cut
     leaf_of_vector: np.ndarray | None = None
     window_gain: OutOfSampleGain | None = None
-    training_gain: OutOfSampleGain | None = None  # None: no training log, or one half without the table
+    training_gain: OutOfSampleGain | None = None  # None: no training log, or its references in one fold
 
     @property
     def reads_simulated(self) -> float:
@@ -724,8 +730,8 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
                       table: TableSchema, tree: OldTree, window: Window, training: QueryLog | None,
                       optimizer: str, params: dict[str, Any], settings: ShiftSettings,
                       routed: dict[str, np.ndarray | None]) -> PartitionInputs:
-    """Cuts chosen from the window (and, for the held-out halves, from each half and from the
-    training log), and a row sample of the layout featurized against all of them."""
+    """Cuts chosen from the window (and, for the held-out folds, from the queries outside each
+    fold and from the training log), and a row sample of the layout featurized against all of them."""
     chosen = get_optimizer(optimizer)
     resolved = chosen.resolve({k: v for k, v in params.items() if v is not None
                                and k in {s.name for s in chosen.settings}})
@@ -737,12 +743,13 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     logs = {"window": QueryLog(window.sql, window.analyses, window.analyzed)}
     if training is not None:
         logs["training"] = training
-    halves = {name: np.resize(query_halves(q.sql), q.queries) if q.sql else np.zeros(q.queries, np.int64)
-              for name, q in logs.items()}
+    folds = {name: np.resize(query_folds(q.sql, settings.folds), q.queries) if q.sql
+             else np.zeros(q.queries, np.int64) for name, q in logs.items()}
     window_cuts = cuts_of(window.analyses)
-    half_cuts = {(name, h): cuts_of(a for a, side in zip(q.analyses, halves[name]) if side == h)
-                 for name, q in logs.items() for h in (0, 1)}
-    extra = (cuts_of(training.analyses) if training else []) + [c for cs in half_cuts.values() for c in cs]
+    # the cuts a tree judged on fold f may use: chosen from the queries outside f
+    fold_cuts = {(name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if fold != f)
+                 for name, q in logs.items() for f in range(settings.folds)}
+    extra = (cuts_of(training.analyses) if training else []) + [c for cs in fold_cuts.values() for c in cs]
     induced = set().union(*map(path_tables, window_cuts + extra)) if window_cuts or extra else set()
     frames, sources = {}, {}
     if induced:
@@ -797,14 +804,15 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     def gain(name: str) -> OutOfSampleGain:
         q = logs[name]
         refs = _references(q, table.name, key_hops, predicates)
-        allowed = tuple(np.array(sorted({position[c.predicate] for c in half_cuts[(name, h)]
-                                         if c.predicate in position}), dtype=np.int64) for h in (0, 1))
-        return OutOfSampleGain(sample, vc, refs, halves[name], allowed, block_leaf, resolved["block_rows"], scale,
+        allowed = tuple(np.array(sorted({position[c.predicate] for c in fold_cuts[(name, f)]
+                                         if c.predicate in position}), dtype=np.int64)
+                        for f in range(settings.folds))
+        return OutOfSampleGain(sample, vc, refs, folds[name], allowed, block_leaf, resolved["block_rows"], scale,
                                leaf_rows, routed[name])
 
     window_gain = gain("window")
     training_gain = gain("training") if training is not None else None
-    if training_gain is not None and not training_gain.both_halves:
+    if training_gain is not None and not training_gain.judgeable:
         training_gain = None
     return PartitionInputs(tuple(cuts), len(window_cuts), frames, sources, summary, resolved, scale, sample, vc,
                            np.array([tree.leaf_of_block[b] for b in key_block], dtype=np.int64), window_gain,

@@ -11,7 +11,7 @@ from layout_core.flows.reorg.simulated_reads import (
     HeldOut,
     SampledRows,
     held_out_lower_bound,
-    query_halves,
+    query_folds,
     reads,
     simulated_blocks,
     writer_rank,
@@ -96,12 +96,12 @@ def test_the_routers_verdicts_on_the_real_blocks_replace_the_simulated_ones_for_
     """The router reads only block 0 of the old layout for each query (its range sets or tree
     path ruled out block 1): A(T) = 1, what T' reads too, so nothing is gained; simulated, A(T) = 2."""
     gain = _gain(rank=np.arange(8))
-    gain = OutOfSampleGain(gain.sample, gain.vc, gain.refs, gain.half, gain.allowed, gain.block_leaf, 4, 1.0, 4,
+    gain = OutOfSampleGain(gain.sample, gain.vc, gain.refs, gain.fold, gain.allowed, gain.block_leaf, 4, 1.0, 4,
                            np.array([[True, False], [True, False]]))
     assert gain.reads_now([0]).tolist() == [1.0, 1.0] and gain.reads_now([0], simulated=True).tolist() == [2.0, 2.0]
     assert gain.per_query(np.array([0, 1]), [0]).tolist() == [0.0, 0.0]
     with pytest.raises(ValueError, match="one row per reference"):
-        OutOfSampleGain(gain.sample, gain.vc, gain.refs, gain.half, gain.allowed, gain.block_leaf, 4, 1.0, 4,
+        OutOfSampleGain(gain.sample, gain.vc, gain.refs, gain.fold, gain.allowed, gain.block_leaf, 4, 1.0, 4,
                         np.ones((1, 2), bool))
 
 
@@ -142,14 +142,41 @@ def test_one_half_without_references_cannot_be_judged_out_of_sample():
     vc = VectorCounts(BITS, np.bincount(VECTOR), np.ones(1))
     refs = _refs(2, (AT_MOST_4,), (0,), (True,))
     gain = OutOfSampleGain(sample, vc, refs, np.array([0, 1]), (np.array([0]),) * 2, np.array([0, 0]), 4, 1.0, 4)
-    assert not gain.both_halves
-    with pytest.raises(ValueError, match="both halves"):
+    assert not gain.judgeable
+    with pytest.raises(ValueError, match="two folds or more"):
         gain.per_query(np.array([0, 1]), [0])
+    with pytest.raises(ValueError, match="one cut list per fold"):
+        OutOfSampleGain(sample, vc, refs, np.array([0, 2]), (np.array([0]),) * 2, np.array([0, 0]), 4, 1.0, 4)
 
 
-def test_repeats_of_one_query_share_a_half():
-    halves = query_halves(["select 1", "select 2", " select 1 ", "select 3"])
-    assert halves[0] == halves[2] and set(halves.tolist()) <= {0, 1}
+def test_with_three_folds_each_query_is_judged_on_a_tree_grown_on_the_other_two_with_their_cuts():
+    """Three queries, x <= 4 each, one per fold. The trees judged on fold 0 may use the cut
+    (chosen from the queries of folds 1 and 2): T' splits on it, 1 block read of 2 old ones, a
+    gain of 1. Those judged on folds 1 and 2 get no cut: one leaf, written in the sample's order
+    (x = 1, 5, 2, 6 | 3, 7, 4, 8), both blocks hold x <= 4, no gain."""
+    vc = VectorCounts(BITS, np.bincount(VECTOR), np.ones(1))
+    refs = _refs(3, (AT_MOST_4,) * 3, (0, 1, 2), (True,) * 3)
+    no_cut = np.array([], np.int64)
+    gain = OutOfSampleGain(_sample(np.arange(8)), vc, refs, np.array([0, 1, 2]), (np.array([0]), no_cut, no_cut),
+                           np.array([0, 0]), 4, 1.0, 4)
+    assert gain.folds == 3 and gain.judgeable
+    assert gain.per_query(np.array([0, 1]), [0]).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_repeats_of_one_query_share_a_fold():
+    texts = ["select 1", "select 2", " select 1 ", "select 3"]
+    for folds in (2, 3, 5):
+        fold = query_folds(texts, folds)
+        assert fold[0] == fold[2] and set(fold.tolist()) <= set(range(folds))
+    with pytest.raises(ValueError, match="at least 2 folds"):
+        query_folds(texts, 1)
+
+
+def test_queries_differing_in_one_literal_fall_in_every_fold():
+    # 300 instances of one template with a date literal: each fold gets a fair share
+    texts = [f"select * from t where d >= date '1998-01-01' + interval {i} day" for i in range(300)]
+    for folds in (2, 4):
+        assert np.bincount(query_folds(texts, folds), minlength=folds).min() > 300 / folds * 0.7
 
 
 def _bound(gains, ratio=1.0, cost=0.0, floor=None) -> float:
@@ -200,3 +227,14 @@ def test_a_long_training_log_is_kept_as_an_even_spread():
     assert len(record["training_queries"]) == 2000 and record["training_log_queries"] == 7000
     assert record["training_queries"][0] == "SELECT 0" and record["training_queries"][-1] == "SELECT 4999"
     assert training_log_record(["SELECT 1"], 3) == {"training_queries": ["SELECT 1"], "training_log_queries": 3}
+
+
+def test_the_shift_settings_refuse_fewer_than_two_folds_and_the_cli_defaults_to_theirs():
+    from layout_core.cli import build_parser
+    from layout_core.flows.reorg.shift import ShiftSettings
+
+    with pytest.raises(ValueError, match="folds must be >= 2"):
+        ShiftSettings(folds=1)
+    args = build_parser().parse_args(["workload", "shift"])
+    assert args.folds == ShiftSettings.folds == 2
+    assert build_parser().parse_args(["workload", "shift", "--folds", "4"]).folds == 4
