@@ -183,6 +183,22 @@ def test_a_gain_one_half_of_the_window_does_not_confirm_is_noise():
     assert rewards.plan.nodes == (1,) and rewards.lower_bound == pytest.approx(18.0) and rewards.significant
 
 
+
+def test_with_three_folds_the_guard_chooses_outside_each_fold_and_judges_on_it():
+    """The same partition and q/w 10; six queries in folds 0, 1, 2, 0, 1, 2. Leaf 1 saves 2
+    blocks to each query of fold 0 only: on the whole window B = 2/3, R = 10·2/3 - 2 = 4.67, so
+    {leaf 1} is the best set. Chosen outside fold 0 (gain 0 there) the set is empty: 0 on
+    fold 0. Chosen outside fold 1 (folds 0 and 2, mean gain 1: R = 8) it is {leaf 1}, which
+    fold 1 judges at 10·0 - 2 = -2; outside fold 2 the same, -2 on fold 2. The bound is the
+    folds' mean, -4/3 (every fold's gains are equal, so resampling moves nothing)."""
+    _, _, old = _two_leaf_partition()
+    folds = np.arange(6) % 3
+    one_fold = {0: np.zeros(6), 1: 2.0 * (folds == 0), 2: np.zeros(6)}
+    benefits = SubtreeBenefits(old, [4, 2, 2], [4.0, 2.0, 2.0], 6, one_fold.__getitem__, folds=folds)
+    rewards = choose(benefits, ShiftSettings(q=1000, w=100, prune=False))
+    assert rewards.plan.nodes == (1,) and rewards.plan.reward == pytest.approx(10 * 2 / 3 - 2)
+    assert rewards.lower_bound == pytest.approx(-4 / 3) and not rewards.significant
+
 def test_shift_settings_refuse_nonsense():
     for bad in ({"q": 0}, {"w": -1}, {"window_hours": 0}, {"min_references": 0}):
         with pytest.raises(ValueError):
