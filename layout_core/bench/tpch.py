@@ -255,9 +255,11 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                                      **({"sort_columns": list(laid.plan.assignment.sort_columns)}
                                         if hasattr(laid.plan.assignment, "sort_columns") else {}),
                                      **({"choices": dict(laid.plan.choices)} if laid.plan.choices else {})}
-                records = [BlockRecord(s.block_id, s.row_count, 0, "", s.stats, b.union_bits, b.all_bits,
-                                       leaves=b.leaves, cells=b.cells)
-                           for s in summaries for b in (bits.get(s.block_id, BlockBits(0, 0)),)]
+                records = []
+                for s in summaries:  # as the nightly's update_catalog records them
+                    b = bits.get(s.block_id, BlockBits(0, 0))
+                    records.append(BlockRecord(s.block_id, s.row_count, 0, "", s.stats, b.union_bits, b.all_bits,
+                                               leaves=b.leaves, cells=b.cells))
                 predicates = [c.predicate for c in laid.cuts]
                 if dips:
                     finest[kind][name] = (records, predicates, nodes)

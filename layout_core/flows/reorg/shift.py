@@ -323,16 +323,16 @@ class SubtreeBenefits:
         unchanged window would fire on it."""
         if self.folds is None:
             raise ValueError("the guard needs each query's fold (SubtreeBenefits(folds=...))")
-        folds = []
+        held_out = []
         for fold in np.unique(self.folds):
             judged = self.folds == fold
             plan = optimal_set(self.shape, self.benefit_on(~judged), settings.q, settings.w,
                                prune=settings.prune)
             gains = sum((self.gains[i][judged] for i in plan.nodes), np.zeros(int(judged.sum())))
             floors = [self.floor_gains[i] for i in plan.nodes if i in self.floor_gains]
-            folds.append(HeldOut(gains, np.array(floors) if floors else None,
+            held_out.append(HeldOut(gains, np.array(floors) if floors else None,
                                  float(sum(self.shape.blocks[i] for i in plan.nodes))))
-        return held_out_lower_bound(folds, settings.q / settings.w)
+        return held_out_lower_bound(held_out, settings.q / settings.w)
 
     @classmethod
     def out_of_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
