@@ -19,6 +19,7 @@ from layout_core.optimizers.plan import (
     ClusterBlocks, CurveBlocks, LayoutPlan, PieceBlocks, SortBlocks, TreeBlocks, TupleBlocks,
 )
 from layout_core.base.names import BLOCK_INDEX_COLUMN, VECTOR_COLUMN
+from layout_core.predicates import identifier
 from layout_core.spark.blocks import WORD_BITS, cut_words, with_pieces, word_bit, words_mask
 from layout_core.spark.curves import curve_block_index, with_curve_key
 
@@ -37,7 +38,7 @@ def leaf_column(root, vector: str = VECTOR_COLUMN, bit=None) -> Column:
     whose vector the sample the tree was built on never saw."""
     if bit is None:
         def bit(j: int) -> Column:
-            return F.substring(F.col(vector), j + 1, 1) == F.lit("1")
+            return F.expr(f"substring({identifier(vector)}, {j + 1}, 1) = '1'")
 
     def build(node):
         if node.is_leaf:

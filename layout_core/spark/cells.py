@@ -22,6 +22,7 @@ from layout_core.base.names import VECTOR_COLUMN
 from layout_core.base.schema import TableSchema
 from layout_core.optimizers.pando import exact_plan, merges_on_every_row
 from layout_core.optimizers.plan import LayoutPlan
+from layout_core.predicates import identifier
 from layout_core.spark.assign import leaf_column
 from layout_core.spark.blocks import WORD_BITS, order_code, words_mask
 
@@ -39,7 +40,7 @@ def cell_statistics(df: DataFrame, roots, n_cuts: int, value_column: str | None 
     for w, word in enumerate(words):
         aggregates += [F.bit_or(word).alias(f"_any{w}"), F.bit_and(word).alias(f"_all{w}")]
     if value_column:
-        code = order_code(F.col(value_column), kind)
+        code = F.expr(order_code(identifier(value_column), kind))
         aggregates += [F.min(code).alias("_lo"), F.max(code).alias("_hi")]
     leafed = df.select("*", *[leaf_column(root).alias(name) for root, name in zip(roots, names)])
     rows = sorted(leafed.groupBy(*names).agg(*aggregates).collect(), key=lambda r: tuple(r[n] for n in names))
