@@ -85,17 +85,18 @@ def summarize_blocks(df: DataFrame, table: TableSchema, n_cuts: int,
     those calls; measured under a profiler 2026-11-30).
     """
     columns = table.orderable_columns
-    aggs = ["count(1) AS _rows"]
+    stats = ["count(1) AS _rows"]
     for c in columns:
         q = identifier(c)
-        aggs += [f"min({q}) AS {identifier('_min_' + c)}", f"max({q}) AS {identifier('_max_' + c)}",
-                 f"count(CASE WHEN {q} IS NULL THEN 1 END) AS {identifier('_nulls_' + c)}"]
+        stats += [f"min({q}) AS {identifier('_min_' + c)}", f"max({q}) AS {identifier('_max_' + c)}",
+                  f"count(CASE WHEN {q} IS NULL THEN 1 END) AS {identifier('_nulls_' + c)}"]
         if range_sets > 1:
-            aggs.append(f"array_sort(collect_set({q})) AS {identifier('_values_' + c)}")
+            stats.append(f"array_sort(collect_set({q})) AS {identifier('_values_' + c)}")
+    aggs = [F.expr(sql) for sql in stats]
     words = cut_words(n_cuts)
     for w, word in enumerate(words):
         aggs += [F.bit_or(word).alias(f"_any{w}"), F.bit_and(word).alias(f"_all{w}")]
-    summary = df.groupBy(BLOCK_ID_COLUMN).agg(*(F.expr(a) if isinstance(a, str) else a for a in aggs))
+    summary = df.groupBy(BLOCK_ID_COLUMN).agg(*aggs)
     if range_sets > 1:
         # The order codes in a column of their own: `widest_gaps` reads them twice, so Spark
         # computes them once per value instead of inlining them where they are read.
