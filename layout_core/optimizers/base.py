@@ -86,7 +86,9 @@ SORT_COLUMN = Setting("sort_column", "str", "",
                       "else the primary key)")
 SAMPLE_ROWS = Setting("sample_rows", "int", 150_000,
                       "build the plan on a row-hash sample of about this many rows (0: all rows; MTO §4.2)")
-MAX_CUTS = Setting("max_cuts", "int", 96, "candidate cuts kept per kind (simple, join-induced), most frequent first")
+MAX_CUTS = Setting("max_cuts", "int_or_auto", "auto",
+                   "candidate cuts kept per kind (simple, join-induced), most frequent first (auto: two per "
+                   "training reference to the table, at least 96)")
 LEAF_ORDER = Setting("leaf_order", "choice", "range",
                      "order of rows inside a leaf: range (sort_column, else the column the log filters most by "
                      "a range, else the primary key) or join_key (the primary key's first column, so a leaf's "

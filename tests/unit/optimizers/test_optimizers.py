@@ -48,7 +48,7 @@ def test_two_optimizers_with_one_name_fail_at_import():
 def test_settings_are_typed_defaulted_and_unknown_ones_refused():
     mto = get_optimizer("mto")
     settings = mto.resolve({"block_rows": "2000", "exclude_columns": "l_comment, l_shipdate"})
-    assert settings == {"block_rows": 2000, "sort_column": "", "sample_rows": 150_000, "max_cuts": 96,
+    assert settings == {"block_rows": 2000, "sort_column": "", "sample_rows": 150_000, "max_cuts": "auto",
                         "exclude_columns": ("l_comment", "l_shipdate"), "leaf_order": "range"}
     with pytest.raises(PlanError, match="optimizer mto has no setting num_feat .its settings: block_rows, sort_col"):
         mto.resolve({"num_feat": 3})

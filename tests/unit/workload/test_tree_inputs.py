@@ -214,3 +214,21 @@ def test_every_row_an_or_selects_satisfies_its_hulls(branches, rows):
         for row in rows:
             if evaluate(p, row) is True:
                 assert evaluate(hull, row) is True, (to_sql(p), to_sql(hull), row)
+
+
+def test_the_cut_limit_grows_with_the_log():
+    from layout_core.optimizers import TableQueries, get_optimizer
+
+    # 60 sizes, one query each: 60 equality cuts and 59 range cuts between them
+    log = tuple(analyses(*[f"SELECT count(*) FROM part WHERE p_size = {v}" for v in range(1, 61)]))
+    mto = get_optimizer("mto")
+    workload = TableQueries("part", log, SCHEMA.key_hops())
+    # auto: two per reference (120), so all 119 are kept; a fixed limit still holds
+    assert len(mto.choose_cuts(workload, mto.resolve({}))) == 119
+    assert len(mto.choose_cuts(workload, mto.resolve({"max_cuts": 96}))) == 96
+    # a small log keeps at least 96 per kind: 30 lists of three sizes offer 30 IN
+    # cuts and 89 range cuts between their 90 sizes, more than 96 and than 2 x 30
+    lists = analyses(*[f"SELECT count(*) FROM part WHERE p_size IN ({3 * i}, {3 * i + 1}, {3 * i + 2})"
+                       for i in range(30)])
+    small = TableQueries("part", tuple(lists), SCHEMA.key_hops())
+    assert len(mto.choose_cuts(small, mto.resolve({"max_cuts": "auto"}))) == 96
