@@ -165,6 +165,11 @@ class TableQueries:
     analyses: tuple = ()
     key_hops: Any = ()
 
+    @property
+    def references(self) -> int:
+        """References to the table: a self-join counts each of its scans (as `Window.references`)."""
+        return sum(len(a.refs_of_table(self.table)) for a in self.analyses)
+
     def summary(self, cuts: Sequence[CandidateCut], table: TableSchema) -> PlanWorkload:
         """The workload matrices of `cuts`, and the columns filtered most (those with a min and max)."""
         # sqlglot (via sql.analysis) only when cuts are chosen: layout_core.optimizers imports numpy only

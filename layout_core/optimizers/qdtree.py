@@ -39,9 +39,8 @@ class TreeOptimizer(Optimizer):
         # sqlglot (via sql.analysis) only when cuts are chosen: layout_core.optimizers imports numpy only
         from layout_core.workload.tree_inputs import candidate_cut_lists, cuts_per_kind
 
-        references = sum(len(a.refs_of_table(workload.table)) for a in workload.analyses)
-        simple, induced = candidate_cut_lists(workload.analyses, workload.table, workload.key_hops,
-                                              max_per_kind=cuts_per_kind(settings["max_cuts"], references))
+        limit = cuts_per_kind(settings["max_cuts"], workload.references)
+        simple, induced = candidate_cut_lists(workload.analyses, workload.table, workload.key_hops, max_per_kind=limit)
         simple = [c for c in simple if not excluded(c, settings["exclude_columns"])]
         cuts = [CandidateCut(c, "simple") for c in simple]
         if self.join_induced:
