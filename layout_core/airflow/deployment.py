@@ -56,6 +56,7 @@ HOST = "127.0.0.1"
 # state through its execution API.
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 TERMINAL_STATES = ("success", "failed")
+GET_ATTEMPTS = 3  # tries of a REST GET that times out (a GET changes nothing, so it may be asked again)
 
 
 # --- PostgreSQL -------------------------------------------------------------------------
@@ -267,11 +268,22 @@ class Deployment:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
-        try:
-            with opener.open(req, timeout=timeout) as response:
-                status, raw = response.status, response.read()
-        except urllib.error.HTTPError as e:
-            status, raw = e.code, e.read()
+        # a loaded machine can leave the api-server silent past the timeout; a GET changes
+        # nothing, so it is asked again rather than failing the caller's wait
+        attempts = GET_ATTEMPTS if method == "GET" else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                with opener.open(req, timeout=timeout) as response:
+                    status, raw = response.status, response.read()
+                break
+            except urllib.error.HTTPError as e:
+                status, raw = e.code, e.read()
+                break
+            except (TimeoutError, ConnectionError, urllib.error.URLError) as e:
+                if attempt == attempts:
+                    raise
+                print(f"{method} {path}: {e!r} after {timeout:g} s, asking again "
+                      f"({attempt + 1} of {attempts})", file=sys.stderr)
         try:
             return status, json.loads(raw or b"null")
         except ValueError:
