@@ -119,12 +119,12 @@ def _read_log(query_log: str | None, schema: Schema):
     return summary
 
 
-def _log_numbers(summary, table: str) -> dict:
+def _log_numbers(summary, queries: TableQueries) -> dict:
+    """The query log in numbers; queries_on_table counts the table's references (a self-join twice)."""
     if summary is None:
         return {"queries": 0, "parsed": 0, "failed": 0, "queries_on_table": 0}
-    on_table = sum(len(a.refs_of_table(table)) for a in summary.analyses)
     return {"queries": summary.queries, "parsed": len(summary.analyses), "failed": len(summary.failed),
-            "queries_on_table": on_table}
+            "queries_on_table": queries.references}
 
 
 def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, optimizer: str,
@@ -177,7 +177,7 @@ def featurize(spark, paths: RunPaths, schema: Schema, query_log: str | None, opt
     df = spark.read.parquet(str(paths.file("input")))
     flagged = with_vectors(df, cuts, frames)
     flagged.select(*df.columns, VECTOR_COLUMN).write.mode("overwrite").parquet(str(paths.file("featurized")))
-    numbers = _log_numbers(summary, table.name)
+    numbers = _log_numbers(summary, queries)
     training = tuple(a.sql for a in summary.analyses if a.refs_of_table(table.name)) if summary else ()
     write_artifact(paths.staging, Features(chosen.name, as_lists(resolved), table.name,
                                            schema_fingerprint(table), tuple(entries), workload.to_json(), numbers,
