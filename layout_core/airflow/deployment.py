@@ -279,8 +279,10 @@ class Deployment:
             except urllib.error.HTTPError as e:
                 status, raw = e.code, e.read()
                 break
-            except (TimeoutError, ConnectionError, urllib.error.URLError) as e:
-                if attempt == attempts:
+            except (TimeoutError, ConnectionResetError, urllib.error.URLError) as e:
+                # a refused connection (a server not up yet) is the caller's to wait for
+                reason = e.reason if isinstance(e, urllib.error.URLError) else e
+                if attempt == attempts or not isinstance(reason, (TimeoutError, ConnectionResetError)):
                     raise
                 print(f"{method} {path}: {e!r} after {timeout:g} s, asking again "
                       f"({attempt + 1} of {attempts})", file=sys.stderr)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
 import threading
+import urllib.error
 
 import pytest
 
@@ -81,3 +83,15 @@ def test_a_post_is_never_sent_twice(stalling_server, tmp_path):
         _deployment(server, tmp_path).request("POST", "/api/v2/dags/d/dagRuns", {"logical_date": None},
                                               token=None, timeout=0.5)
     assert server.seen == 1
+
+
+def test_a_refused_connection_is_not_asked_again(tmp_path, capsys):
+    # a server that is not up yet: _wait_healthy polls for it, and each poll fails at once
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once the socket is closed: nothing listens there
+    deployment = Deployment(home=tmp_path, url=f"http://127.0.0.1:{port}", username="u", password="p", env={},
+                            pids={})
+    with pytest.raises(urllib.error.URLError):
+        deployment.request("GET", "/api/v2/monitor/health", token=None, timeout=0.5)
+    assert "asking again" not in capsys.readouterr().err
