@@ -231,7 +231,9 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                                          layout_settings(kind, name, block_rows, extra, data.sort_keys),
                                          table_queries)
                 blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX_COLUMN, BLOCK_ID_COLUMN)
-                summaries = summarize_blocks(blocked, table, 0, max(RANGE_SET_SWEEP) if dips else DEFAULT_RANGE_SETS)
+                # without diPs every row routes on min/max alone: range sets (a sorted set of
+                # each column's values per block) would be computed for nothing
+                summaries = summarize_blocks(blocked, table, 0, max(RANGE_SET_SWEEP) if dips else 1)
                 bits = block_bits(blocked, len(laid.cuts), laid.plan.routing_trees(), BLOCK_ID_COLUMN)
                 lineage = {block: b.leaves for block, b in bits.items()}
                 for cut in laid.cuts:
