@@ -57,14 +57,13 @@ def stalling_server():
         server.server_close()
 
 
-def _deployment(server, tmp_path) -> Deployment:
-    host, port = server.server_address
-    return Deployment(home=tmp_path, url=f"http://{host}:{port}", username="u", password="p", env={}, pids={})
+def _deployment(port: int, tmp_path) -> Deployment:
+    return Deployment(home=tmp_path, url=f"http://127.0.0.1:{port}", username="u", password="p", env={}, pids={})
 
 
 def test_a_get_the_server_leaves_unanswered_is_asked_again(stalling_server, tmp_path, capsys):
     server = stalling_server(stalls=2)
-    status, body = _deployment(server, tmp_path).request("GET", "/api/v2/dags", token=None, timeout=0.5)
+    status, body = _deployment(server.server_port, tmp_path).request("GET", "/api/v2/dags", token=None, timeout=0.5)
     assert (status, body) == (200, {"n": 3})
     assert "asking again (3 of 3)" in capsys.readouterr().err
 
@@ -72,7 +71,7 @@ def test_a_get_the_server_leaves_unanswered_is_asked_again(stalling_server, tmp_
 def test_a_get_unanswered_every_time_raises_the_timeout(stalling_server, tmp_path):
     server = stalling_server(stalls=3)
     with pytest.raises(TimeoutError):
-        _deployment(server, tmp_path).request("GET", "/api/v2/dags", token=None, timeout=0.5)
+        _deployment(server.server_port, tmp_path).request("GET", "/api/v2/dags", token=None, timeout=0.5)
     assert server.seen == 3
 
 
@@ -80,7 +79,7 @@ def test_a_post_is_never_sent_twice(stalling_server, tmp_path):
     # a POST that timed out may have been done: sending it again could trigger a second run
     server = stalling_server(stalls=1)
     with pytest.raises(TimeoutError):
-        _deployment(server, tmp_path).request("POST", "/api/v2/dags/d/dagRuns", {"logical_date": None},
+        _deployment(server.server_port, tmp_path).request("POST", "/api/v2/dags/d/dagRuns", {"logical_date": None},
                                               token=None, timeout=0.5)
     assert server.seen == 1
 
@@ -90,8 +89,6 @@ def test_a_refused_connection_is_not_asked_again(tmp_path, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free once the socket is closed: nothing listens there
-    deployment = Deployment(home=tmp_path, url=f"http://127.0.0.1:{port}", username="u", password="p", env={},
-                            pids={})
     with pytest.raises(urllib.error.URLError):
-        deployment.request("GET", "/api/v2/monitor/health", token=None, timeout=0.5)
+        _deployment(port, tmp_path).request("GET", "/api/v2/monitor/health", token=None, timeout=0.5)
     assert "asking again" not in capsys.readouterr().err
