@@ -79,8 +79,8 @@ def test_a_post_is_never_sent_twice(stalling_server, tmp_path):
     # a POST that timed out may have been done: sending it again could trigger a second run
     server = stalling_server(stalls=1)
     with pytest.raises(TimeoutError):
-        _deployment(server.server_port, tmp_path).request("POST", "/api/v2/dags/d/dagRuns", {"logical_date": None},
-                                              token=None, timeout=0.5)
+        _deployment(server.server_port, tmp_path).request("POST", "/api/v2/dags/d/dagRuns",
+                                                          {"logical_date": None}, token=None, timeout=0.5)
     assert server.seen == 1
 
 
