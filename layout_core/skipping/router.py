@@ -272,15 +272,17 @@ def cell_index(trees: Sequence[TreeRoute], cells: Sequence, n_blocks: int) -> Ce
 
 def relation_keys(p: Predicate) -> frozenset:
     """What a query and a cut must share for `implies` or `disjoint` to relate
-    them: the column of a plain atom, or the induction path (a tuple of hops)
-    of a join-induced atom, since the reasoning compares join-induced atoms
-    only on equal paths and never with the foreign key's own values."""
+    them: the column of a plain atom; for a join-induced atom, its induction
+    path (a tuple of hops) paired with each key of its source predicate, since
+    the reasoning compares join-induced atoms only on equal paths, by their
+    sources, and never with the foreign key's own values. (Sources on other
+    columns of the same parent relate only when one is never TRUE.)"""
     return frozenset().union(*map(_RELATION_KEYS, atoms(p)))
 
 
 class _RelationKeys(PredicateVisitor[frozenset]):
     def join_induced(self, atom: JoinInduced) -> frozenset:
-        return frozenset([atom.hops])
+        return frozenset((atom.hops, key) for key in relation_keys(atom.source))
 
     def default(self, atom: Predicate) -> frozenset:
         return atom.columns()

@@ -261,11 +261,14 @@ def test_cut_keys_are_kept_per_layout_and_give_the_same_masks():
         JoinInduced(ORDERS_TO_LINEITEM, Compare(Column("o_orderpriority", "string"), "=", "1-URGENT")),
     ]
     layout = LayoutIndex.from_blocks("lineitem", [], cuts)
-    # a join-induced cut is keyed by its induction path, not by the foreign key column
+    # a join-induced cut is keyed by its induction path with its source's columns, not by the
+    # foreign key column
     assert layout.cut_keys == (frozenset({"l_shipdate"}), frozenset(), frozenset({"l_shipmode"}),
-                               frozenset({ORDERS_TO_LINEITEM}))
+                               frozenset({(ORDERS_TO_LINEITEM, "o_orderpriority")}))
     urgent = JoinInduced(ORDERS_TO_LINEITEM, Compare(Column("o_orderpriority", "string"), "=", "1-URGENT"))
-    for query in [Compare(date, "<", dt.date(1994, 1, 1)), Compare(mode, "=", "SHIP"),
+    # the same path, another column of orders: not checked against the priority cut
+    early = JoinInduced(ORDERS_TO_LINEITEM, Compare(Column("o_orderdate", "date"), "<", dt.date(1993, 1, 1)))
+    for query in [Compare(date, "<", dt.date(1994, 1, 1)), Compare(mode, "=", "SHIP"), early,
                   conj(Compare(date, ">=", dt.date(1996, 1, 1)), Compare(mode, "=", "AIR"), urgent)]:
         assert cut_masks(query, layout.cuts, layout.cut_keys) == cut_masks(query, layout.cuts)
     assert cut_masks(Compare(mode, "=", "SHIP"), layout.cuts, layout.cut_keys) == (0, 0b100)
