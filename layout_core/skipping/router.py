@@ -138,6 +138,17 @@ class LayoutIndex:
             return ()
 
     @cached_property
+    def cut_bit_matrices(self) -> tuple[np.ndarray, np.ndarray]:
+        """(union, all): (blocks, cuts) bool, bit j of each block's union_bits and all_bits."""
+        # (a query's masks have no bit past the cuts: bits beyond them are never asked)
+        return bit_matrix(self.union_bits, len(self.cuts)), bit_matrix(self.all_bits, len(self.cuts))
+
+    @cached_property
+    def tree_leaf_matrices(self) -> tuple[np.ndarray, ...]:
+        """Per routing tree, (blocks, leaves) bool: the block holds rows of the leaf."""
+        return tuple(bit_matrix(tree.blocks, len(tree.left)) for tree in self.tree_routes)
+
+    @cached_property
     def cell_index(self) -> CellIndex | None:
         """The blocks' cells over the routing trees' leaf positions, built once;
         None without two sound trees or without any known cell."""
@@ -540,10 +551,45 @@ def layout_keep(query_predicate: Predicate, table_filter: Predicate, layout: Lay
         admitted = admitted_leaves(masks, layout.tree_routes)
         if admitted and layout.cell_index is not None:
             might_match &= layout.cell_index.blocks_with_admitted_cell(admitted, layout.tree_routes)
-        for i in map(int, might_match.nonzero()[0]):
-            keep[i] = (cut_verdict(masks, layout.union_bits[i], layout.all_bits[i]) is Verdict.ROWS_MIGHT_MATCH
-                       and tree_verdict(layout.tree_routes, admitted, i) is Verdict.ROWS_MIGHT_MATCH)
+        keep = might_match & ~cuts_exclude(masks, layout) & trees_admit(admitted, layout)
     return keep
+
+
+def cuts_exclude(masks: CutMasks, layout: LayoutIndex) -> np.ndarray:
+    """(blocks,) bool: `cut_verdict` is ROWS_CANNOT_MATCH, for every block at once."""
+    out = np.zeros(len(layout.block_ids), dtype=bool)
+    if not (masks.implied or masks.disjoint):
+        return out
+    union, all_ = layout.cut_bit_matrices
+    implied, disjoint = set_bits(masks.implied), set_bits(masks.disjoint)
+    if implied.size:
+        out |= ~union[:, implied].all(axis=1)
+    if disjoint.size:
+        out |= all_[:, disjoint].any(axis=1)
+    return out
+
+
+def trees_admit(admitted: Sequence[int], layout: LayoutIndex) -> np.ndarray:
+    """(blocks,) bool: every tree admits a leaf holding rows of the block. Where some
+    tree admits none of them, the block holds no row the query needs: each tree's
+    admitted leaves (`admitted_leaves`) hold every such row."""
+    out = np.ones(len(layout.block_ids), dtype=bool)
+    for leaves, matrix in zip(admitted, layout.tree_leaf_matrices):
+        out &= matrix[:, set_bits(leaves)].any(axis=1)
+    return out
+
+
+def bit_matrix(values: Sequence[int], width: int) -> np.ndarray:
+    """(len(values), width) bool: bit j < width of values[i] (non-negative ints)."""
+    n_bytes = max(1, -(-max(width, *(v.bit_length() for v in values), 0) // 8))
+    raw = np.frombuffer(b"".join(v.to_bytes(n_bytes, "little") for v in values), dtype=np.uint8)
+    bits = np.unpackbits(raw.reshape(len(values), n_bytes), axis=1, bitorder="little")
+    return bits[:, :width].astype(bool)
+
+
+def set_bits(mask: int) -> np.ndarray:
+    """The positions of the 1 bits of a non-negative int, ascending."""
+    return np.flatnonzero(bit_matrix((mask,), max(1, mask.bit_length()))[0])
 
 
 def partition_route(layout: LayoutIndex, keep: np.ndarray) -> PartitionRoute:
@@ -575,15 +621,6 @@ def admitted_leaves(masks: CutMasks, trees: Sequence[TreeRoute]) -> tuple[int, .
     if not (masks.implied or masks.disjoint):
         return ()
     return tuple(tree.admitted(masks) for tree in trees)
-
-
-def tree_verdict(trees: Sequence[TreeRoute], admitted: Sequence[int], block: int) -> Verdict:
-    """ROWS_CANNOT_MATCH when some tree admits none of the leaves holding the
-    block's rows: each tree's admitted leaves hold every row the query needs."""
-    for tree, leaves in zip(trees, admitted):
-        if not tree.blocks[block] & leaves:
-            return Verdict.ROWS_CANNOT_MATCH
-    return Verdict.ROWS_MIGHT_MATCH
 
 
 def cut_masks(

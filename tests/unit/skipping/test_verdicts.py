@@ -22,7 +22,9 @@ from layout_core.predicates import (
 )
 from layout_core.predicates.model import VISIT_METHODS
 from layout_core.predicates.reasoning import atom_sets, box_of, to_cnf, to_dnf
-from layout_core.skipping.router import CutMasks, LayoutIndex, cut_masks, cut_verdict, route_layout
+from layout_core.skipping.router import (
+    CutMasks, LayoutIndex, bit_matrix, cut_masks, cut_verdict, cuts_exclude, route_layout, set_bits, trees_admit,
+)
 from layout_core.skipping.verdict import Verdict
 from layout_core.skipping.zonemaps import ZoneMaps, might_match_blocks
 
@@ -43,6 +45,49 @@ def test_cut_verdict():
     assert cut_verdict(disjoint_cut1, union_bits=0b11, all_bits=0b10) is Verdict.ROWS_CANNOT_MATCH  # all have bit 1
     assert cut_verdict(disjoint_cut1, union_bits=0b11, all_bits=0b01) is Verdict.ROWS_MIGHT_MATCH
     assert cut_verdict(CutMasks(0, 0), 0, 0b11) is Verdict.ROWS_MIGHT_MATCH  # nothing proven: read
+
+
+def test_cuts_exclude_gives_cut_verdict_for_every_block_at_once():
+    """The router's vectorized form of cut_verdict, over cut counts that cross byte and
+    64-bit boundaries (bits past the layout's cuts are never asked)."""
+    from collections import namedtuple
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    Block = namedtuple("Block", "block_id row_count stats union_bits all_bits")
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.integers(1, 140).flatmap(lambda m: st.tuples(
+        st.just(m),
+        st.lists(st.tuples(st.integers(0, 2 ** (m + 3) - 1), st.integers(0, 2 ** (m + 3) - 1)), max_size=6),
+        st.integers(0, 2 ** m - 1), st.integers(0, 2 ** m - 1))))
+    def check(case):
+        m, bits, implied, disjoint = case
+        layout = LayoutIndex.from_blocks("t", [Block(i, 1, {}, u, a) for i, (u, a) in enumerate(bits)], [None] * m)
+        masks = CutMasks(implied, disjoint)
+        expected = [cut_verdict(masks, u, a) is Verdict.ROWS_CANNOT_MATCH for u, a in bits]
+        assert cuts_exclude(masks, layout).tolist() == expected
+
+    check()
+
+
+def test_trees_admit_a_block_when_every_tree_admits_one_of_its_leaves():
+    from types import SimpleNamespace
+
+    # three blocks; tree 0 has leaves 0 and 1, tree 1 leaves 0, 1 and 2
+    layout = SimpleNamespace(block_ids=(10, 11, 12), tree_leaf_matrices=(
+        bit_matrix((0b01, 0b10, 0b11), 2), bit_matrix((0b001, 0b100, 0b110), 3)))
+    assert trees_admit((0b10, 0b111), layout).tolist() == [False, True, True]  # block 10: only tree 0's leaf 0
+    assert trees_admit((0b11, 0b001), layout).tolist() == [True, False, False]  # tree 1 admits leaf 0 only
+    assert trees_admit((0b00, 0b111), layout).tolist() == [False, False, False]  # tree 0 admits nothing
+    assert trees_admit((), layout).tolist() == [True, True, True]  # no tree asked: every block admitted
+
+
+def test_bit_matrix_and_set_bits():
+    assert bit_matrix((0b101, 0, 1 << 70), 3).tolist() == [[True, False, True], [False] * 3, [False] * 3]
+    assert bit_matrix((), 5).shape == (0, 5)
+    assert set_bits(0b1010).tolist() == [1, 3] and set_bits(0).tolist() == [] and set_bits(1 << 64).tolist() == [64]
 
 
 def test_cut_masks_are_named_and_still_a_pair():
