@@ -208,6 +208,13 @@ def mask_bits(mask: int, n: int) -> np.ndarray:
     return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
 
 
+def masks_bits(masks: Sequence[int], n: int) -> np.ndarray:
+    """(len(masks), n) bool: `mask_bits` of each mask at once; bits past n are left out."""
+    n_bytes = max(1, -(-max(n, *(m.bit_length() for m in masks), 0) // 8))
+    raw = np.frombuffer(b"".join(m.to_bytes(n_bytes, "little") for m in masks), dtype=np.uint8)
+    return np.unpackbits(raw.reshape(len(masks), n_bytes), axis=1, bitorder="little")[:, :n].astype(bool)
+
+
 def reference_halves(workload: Workload) -> np.ndarray | None:
     """(Q,) 0 or 1 per training reference: two halves to fit a layout on one and
     measure it on the other (pando's trees=auto), or None with fewer than two

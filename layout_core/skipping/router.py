@@ -49,7 +49,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from layout_core.algorithms.types import mask_bits
+from layout_core.algorithms.types import mask_bits, masks_bits
 from layout_core.catalog import ActiveLayout, CatalogSnapshot, TreeNodeRecord, check_trees
 from layout_core.catalog.records import tree_roots
 from layout_core.predicates import (
@@ -141,12 +141,12 @@ class LayoutIndex:
     def cut_bit_matrices(self) -> tuple[np.ndarray, np.ndarray]:
         """(union, all): (blocks, cuts) bool, bit j of each block's union_bits and all_bits."""
         # (a query's masks have no bit past the cuts: bits beyond them are never asked)
-        return bit_matrix(self.union_bits, len(self.cuts)), bit_matrix(self.all_bits, len(self.cuts))
+        return masks_bits(self.union_bits, len(self.cuts)), masks_bits(self.all_bits, len(self.cuts))
 
     @cached_property
     def tree_leaf_matrices(self) -> tuple[np.ndarray, ...]:
         """Per routing tree, (blocks, leaves) bool: the block holds rows of the leaf."""
-        return tuple(bit_matrix(tree.blocks, len(tree.left)) for tree in self.tree_routes)
+        return tuple(masks_bits(tree.blocks, len(tree.left)) for tree in self.tree_routes)
 
     @cached_property
     def cell_index(self) -> CellIndex | None:
@@ -579,17 +579,9 @@ def trees_admit(admitted: Sequence[int], layout: LayoutIndex) -> np.ndarray:
     return out
 
 
-def bit_matrix(values: Sequence[int], width: int) -> np.ndarray:
-    """(len(values), width) bool: bit j < width of values[i] (non-negative ints)."""
-    n_bytes = max(1, -(-max(width, *(v.bit_length() for v in values), 0) // 8))
-    raw = np.frombuffer(b"".join(v.to_bytes(n_bytes, "little") for v in values), dtype=np.uint8)
-    bits = np.unpackbits(raw.reshape(len(values), n_bytes), axis=1, bitorder="little")
-    return bits[:, :width].astype(bool)
-
-
 def set_bits(mask: int) -> np.ndarray:
     """The positions of the 1 bits of a non-negative int, ascending."""
-    return np.flatnonzero(bit_matrix((mask,), max(1, mask.bit_length()))[0])
+    return np.flatnonzero(mask_bits(mask, mask.bit_length()))
 
 
 def partition_route(layout: LayoutIndex, keep: np.ndarray) -> PartitionRoute:

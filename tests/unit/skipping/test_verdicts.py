@@ -7,6 +7,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
+from layout_core.algorithms.types import masks_bits
 from layout_core.predicates import (
     TRUE,
     Column,
@@ -23,7 +24,7 @@ from layout_core.predicates import (
 from layout_core.predicates.model import VISIT_METHODS
 from layout_core.predicates.reasoning import atom_sets, box_of, to_cnf, to_dnf
 from layout_core.skipping.router import (
-    CutMasks, LayoutIndex, bit_matrix, cut_masks, cut_verdict, cuts_exclude, route_layout, set_bits, trees_admit,
+    CutMasks, LayoutIndex, cut_masks, cut_verdict, cuts_exclude, route_layout, set_bits, trees_admit,
 )
 from layout_core.skipping.verdict import Verdict
 from layout_core.skipping.zonemaps import ZoneMaps, might_match_blocks
@@ -77,16 +78,16 @@ def test_trees_admit_a_block_when_every_tree_admits_one_of_its_leaves():
 
     # three blocks; tree 0 has leaves 0 and 1, tree 1 leaves 0, 1 and 2
     layout = SimpleNamespace(block_ids=(10, 11, 12), tree_leaf_matrices=(
-        bit_matrix((0b01, 0b10, 0b11), 2), bit_matrix((0b001, 0b100, 0b110), 3)))
+        masks_bits((0b01, 0b10, 0b11), 2), masks_bits((0b001, 0b100, 0b110), 3)))
     assert trees_admit((0b10, 0b111), layout).tolist() == [False, True, True]  # block 10: only tree 0's leaf 0
     assert trees_admit((0b11, 0b001), layout).tolist() == [True, False, False]  # tree 1 admits leaf 0 only
     assert trees_admit((0b00, 0b111), layout).tolist() == [False, False, False]  # tree 0 admits nothing
     assert trees_admit((), layout).tolist() == [True, True, True]  # no tree asked: every block admitted
 
 
-def test_bit_matrix_and_set_bits():
-    assert bit_matrix((0b101, 0, 1 << 70), 3).tolist() == [[True, False, True], [False] * 3, [False] * 3]
-    assert bit_matrix((), 5).shape == (0, 5)
+def test_masks_bits_and_set_bits():
+    assert masks_bits((0b101, 0, 1 << 70), 3).tolist() == [[True, False, True], [False] * 3, [False] * 3]
+    assert masks_bits((), 5).shape == (0, 5)
     assert set_bits(0b1010).tolist() == [1, 3] and set_bits(0).tolist() == [] and set_bits(1 << 64).tolist() == [64]
 
 
