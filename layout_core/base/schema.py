@@ -91,9 +91,14 @@ class TableSchema:
     foreign_keys: tuple[ForeignKey, ...] = ()
     partition_column: str | None = None
 
-    @property
+    @cached_property
     def column_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.columns)
+
+    @cached_property
+    def column_name_set(self) -> frozenset[str]:
+        """Built once: column resolution asks it for every table of every query."""
+        return frozenset(self.column_names)
 
     def spark_type(self, column: str) -> str:
         for name, spark_type in self.columns:

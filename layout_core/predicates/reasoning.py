@@ -459,7 +459,11 @@ class Prepared:
         cnf_b = to_cnf(b)
         if self.dnf is None or cnf_b is None:
             return False
-        return all(_box_implies_clause(box, clause) for box in self.boxes for clause in cnf_b)
+        for box in self.boxes:  # (loops, not all() over a generator: asked for every cut of a layout)
+            for clause in cnf_b:
+                if not _box_implies_clause(box, clause):
+                    return False
+        return True
 
     def disjoint(self, b: Predicate) -> bool:
         if isinstance(b, (And, Or, Const)):
@@ -523,6 +527,17 @@ def _excludes(box: Box, b: Predicate, sets: AtomSets) -> bool:
 def _box_implies_clause(box: Box, clause: Clause) -> bool:
     if not clause:
         return False  # the empty clause is FALSE
+    if len(clause) == 1:  # most cuts are one atom: the loop below without its union
+        (atom,) = clause
+        if atom in box.atoms and _is_deterministic(atom):
+            return True
+        sets = atom_sets(atom)
+        if sets is not None:
+            return box.get(sets.column).issubset(sets.under)
+        if isinstance(atom, JoinInduced):
+            return _box_implies_induced(box, atom)
+        return isinstance(atom, ColumnCompare) and _compare_always(
+            atom.op, box.get(atom.left.name), box.get(atom.right.name))
     accepted: dict[str, ValueSet] = {}
     for atom in clause:
         if atom in box.atoms and _is_deterministic(atom):

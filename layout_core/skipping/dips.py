@@ -41,6 +41,7 @@ import datetime as dt
 import logging
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from decimal import Decimal
 from typing import Mapping, Sequence
 
@@ -69,6 +70,11 @@ class KeyRanges:
     owner: np.ndarray
     known: np.ndarray
     has_values: np.ndarray
+
+    @cached_property
+    def unknown(self) -> np.ndarray:
+        """Per block: it has values but no usable ranges (it sends no diP; a diP cannot skip it)."""
+        return ~self.known & self.has_values
 
 
 NO_RANGES = KeyRanges(EMPTY, *(np.empty(0, t) for t in (np.float64, np.float64, np.int64, bool, bool)))
@@ -133,7 +139,7 @@ class DataPred:
             return None
         los, his = [], []
         for ranges, keep in parts:
-            if np.any(keep & ~ranges.known & ranges.has_values):
+            if np.any(keep & ranges.unknown):
                 return None
             mine = keep[ranges.owner]
             los.append(ranges.lo[mine])
@@ -148,9 +154,10 @@ class DataPred:
         # at or before the furthest end seen so far
         if lo.size:
             furthest = np.maximum.accumulate(hi) if family == "number" else _running_max(hi)
-            new_group = np.r_[True, (lo[1:] > furthest[:-1]).astype(bool)]
+            # (np.concatenate, not np.r_: this runs for every diP, and np.r_ costs more than the work)
+            new_group = np.concatenate(([True], lo[1:] > furthest[:-1]))
             starts = lo[new_group]
-            ends = furthest[np.r_[np.flatnonzero(new_group)[1:] - 1, lo.size - 1]]
+            ends = furthest[np.append(np.flatnonzero(new_group)[1:] - 1, lo.size - 1)]
         else:
             starts, ends = lo, hi
         return DataPred(family, starts, ends)
@@ -169,7 +176,7 @@ class DataPred:
             ok = j >= 0
             hit[ok] = (self.ends[j[ok]] >= ranges.lo[ok]).astype(bool)
         blocks = np.bincount(ranges.owner[hit], minlength=n) > 0
-        return blocks | (~ranges.known & ranges.has_values)
+        return blocks | ranges.unknown
 
 
 # Receiving blocks compared with every box at once, in chunks of this many (box, block) pairs.
@@ -195,7 +202,7 @@ class DataBoxes:
         for columns, keep in parts:
             if any(r.family not in ("number", EMPTY) for r in columns):
                 return None
-            if any(np.any(keep & ~r.known & r.has_values) for r in columns):
+            if any(np.any(keep & r.unknown) for r in columns):
                 return None
             # a row NULL in some column matches nothing: only blocks with values everywhere send boxes
             sending = keep & np.logical_and.reduce([r.has_values for r in columns])
@@ -226,7 +233,7 @@ class DataBoxes:
             overlap = ((self.lo[:, None, :] <= hi[None, start:end, :])
                        & (self.hi[:, None, :] >= lo[None, start:end, :])).all(axis=2)
             hit[start:end] = overlap.any(axis=0)
-        unknown = np.logical_or.reduce([~r.known & r.has_values for r in columns])
+        unknown = np.logical_or.reduce([r.unknown for r in columns])
         return (hit | unknown) & np.logical_and.reduce([r.has_values for r in columns])
 
 

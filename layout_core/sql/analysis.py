@@ -250,9 +250,7 @@ class QueryAnalysis:
         semi-join reduction that stays valid after the others are applied, so
         their chain is one too (MTO §4.1.1 induces into correlated subqueries);
         the hop itself still starts at the parent's key."""
-        by_child = defaultdict(list)
-        for hop in key_hops:
-            by_child[(hop.child_table, hop.child_column)].append(hop)
+        by_child = _hops_by_child(key_hops)
         table_of = {r.key: r.table for r in self.refs}
         incoming = defaultdict(list)
         for e in self.edges:
@@ -263,7 +261,8 @@ class QueryAnalysis:
         def walk(ref: str, path: tuple[Hop, ...], seen: frozenset[str]) -> None:
             if len(path) >= max_depth:
                 return
-            for hop in sorted({h for e in incoming[ref] for h in by_child[(table_of[ref], e.to_column)]}, key=str):
+            hops_in = {h for e in incoming[ref] for h in by_child.get((table_of[ref], e.to_column), ())}
+            for hop in sorted(hops_in, key=by_child.order.__getitem__):
                 for source in relay(ref, hop, seen):
                     hops = (hop,) + path
                     source_filter = self.filter(source)
@@ -291,6 +290,32 @@ class QueryAnalysis:
 
         walk(key, (), frozenset([key]))
         return tuple(dict.fromkeys(found))  # the same path can be reached twice via equal edges
+
+
+class _HopsByChild(dict):
+    """(child table, child column) -> its hops, and `order`: each hop's rank by its text (the
+    order `induced` walks them in, so that the predicates come out in one order)."""
+
+    def __init__(self, key_hops: tuple[Hop, ...]):
+        super().__init__()
+        for hop in key_hops:
+            self.setdefault((hop.child_table, hop.child_column), []).append(hop)
+        self.order = {hop: rank for rank, hop in enumerate(sorted(set(key_hops), key=str))}
+
+
+_BY_CHILD: dict[int, tuple[tuple[Hop, ...], _HopsByChild]] = {}
+
+
+def _hops_by_child(key_hops: Iterable[Hop]) -> _HopsByChild:
+    """Built once per schema's key hops (a cached tuple, `Schema.key_hops`), not per reference routed."""
+    if not isinstance(key_hops, tuple):
+        return _HopsByChild(tuple(key_hops))
+    found = _BY_CHILD.get(id(key_hops))
+    if found is None or found[0] is not key_hops:  # (an id is reused once its tuple is gone)
+        if len(_BY_CHILD) >= 64:
+            _BY_CHILD.clear()
+        found = _BY_CHILD[id(key_hops)] = (key_hops, _HopsByChild(key_hops))
+    return found[1]
 
 
 # ---------------------------------------------------------------------------
@@ -919,10 +944,19 @@ def _is_within(node: exp.Expression, ancestor: exp.Expression) -> bool:
 
 
 def _has_aggregate(select: exp.Select) -> bool:
-    for e in select.expressions:
-        if e.find(exp.AggFunc) is not None:
-            return True
-    return bool(select.args.get("group") or select.args.get("having"))
+    found = select.meta.get("has_aggregate")  # (asked for each column a filter passes through)
+    if found is None:
+        found = select.meta["has_aggregate"] = (
+            any(e.find(exp.AggFunc) is not None for e in select.expressions)
+            or bool(select.args.get("group") or select.args.get("having")))
+    return found
+
+
+def _has_window(select: exp.Select) -> bool:
+    found = select.meta.get("has_window")
+    if found is None:
+        found = select.meta["has_window"] = select.find(exp.Window) is not None
+    return found
 
 
 def _plain_select(select: exp.Select) -> bool:
@@ -934,7 +968,7 @@ def _transparent(select: exp.Select, column: exp.Column) -> bool:
     """Whether a filter on the output `column` of `select` (a derived table or CTE) may
     be applied to its rows instead: for each value of the column, the output rows
     with that value are computed from the input rows with that value alone."""
-    if select.args.get("limit") or select.args.get("offset") or select.find(exp.Window) is not None:
+    if select.args.get("limit") or select.args.get("offset") or _has_window(select):
         return False
     if not _has_aggregate(select):
         return True
@@ -946,7 +980,7 @@ def _transparent(select: exp.Select, column: exp.Column) -> bool:
 
 def _membership_preserving(select: exp.Select, column: exp.Column) -> bool:
     """Whether dropping rows whose `column` value is not probed leaves the answers for probed values unchanged."""
-    if select.args.get("limit") or select.args.get("offset") or select.find(exp.Window) is not None:
+    if select.args.get("limit") or select.args.get("offset") or _has_window(select):
         return False
     group = select.args.get("group")
     if group is not None:

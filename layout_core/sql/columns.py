@@ -106,7 +106,7 @@ def _from_items(scope: Scope, schema: Schema) -> dict[str, frozenset[str]] | Non
             table = schema.tables.get(node.name)
             if table is None:
                 return None
-            out[name] = frozenset(table.column_names)
+            out[name] = table.column_name_set
         elif isinstance(source, Scope) and isinstance(source.expression, (exp.Select, exp.SetOperation)):
             names = source.expression.named_selects
             if "*" in names or "" in names:
