@@ -296,7 +296,7 @@ class Box:
         """The conjunction of the positive join-induced sources on `hops`, prepared (None: none)."""
         if hops not in self._cache:
             sources = self.induced.get(hops)
-            self._cache[hops] = Prepared(conj(sources)) if sources else None
+            self._cache[hops] = prepared(conj(sources)) if sources else None
         return self._cache[hops]
 
 
@@ -442,15 +442,27 @@ class Prepared:
     for every b (and, for an atom b, building conj(predicate, b) at all).
     """
 
-    __slots__ = ("predicate", "dnf", "boxes")
+    __slots__ = ("predicate", "dnf", "boxes", "_implied")
 
     def __init__(self, predicate: Predicate):
         self.predicate = predicate
         self.dnf = to_dnf(predicate)
         # Boxes of the satisfiable conjunctions (the others can never be TRUE).
         self.boxes = tuple(b for c in self.dnf or () if (b := box_of(c)) is not None)
+        self._implied: dict[Predicate, bool] = {}
 
     def implies(self, b: Predicate) -> bool:
+        """As `implies(self.predicate, b)`; the answers of a `prepared` predicate are remembered
+        (up to _BOX_ANSWERS): a join-induced cut asks a query's dimension filter about its own
+        source, and dimension filters recur across queries (the same year, the same region)."""
+        found = self._implied.get(b)
+        if found is None:
+            found = self._implies(b)
+            if len(self._implied) < _BOX_ANSWERS:
+                self._implied[b] = found
+        return found
+
+    def _implies(self, b: Predicate) -> bool:
         a = self.predicate
         if a == b and all(_is_deterministic(x) for x in atoms(a)):
             return True
@@ -475,12 +487,25 @@ class Prepared:
             return False
         if isinstance(b, JoinInduced):
             return all(box.excludes(b, None) for box in self.boxes)
+        if isinstance(b, Opaque):
+            # box_of keeps no values for it: c | {b} is never TRUE exactly when b is the
+            # negation of an atom of c (a non-deterministic b it ignores)
+            if not b.deterministic:
+                return not self.boxes
+            return all(b in box.negations for box in self.boxes)
         sets = atom_sets(b) if _is_deterministic(b) and not isinstance(b, ColumnCompare) else None
         if sets is None:
             return all(box_of(c | {b}) is None for c in self.dnf)
         # A conjunction box_of finds never TRUE stays so with b (b only narrows), so only the
         # boxes are asked; each with b is box_of(c | {b}) without rebuilding the box of c.
         return all(box.excludes(b, sets) for box in self.boxes)
+
+
+@lru_cache(maxsize=4096)
+def prepared(p: Predicate) -> Prepared:
+    """One Prepared per predicate (the sources of join-induced atoms), so that its remembered
+    answers serve every query with the same filter."""
+    return Prepared(p)
 
 
 def _excludes_induced(box: Box, b: JoinInduced) -> bool:

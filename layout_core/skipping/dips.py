@@ -295,8 +295,8 @@ def exchange_dips(edges: Sequence[Edge | JointEdge | UnionEdge], layouts: Mappin
     """
     max_dips = MAX_DIPS if max_dips is None else max_dips
     keep = {ref: [m.copy() for m in masks] for ref, masks in keep.items()}
-    usable = [e for e in edges if all(ref in layouts for ref, _ in _senders(e)) and e.to_ref in layouts
-              and e.to_ref not in dict(_senders(e))]
+    usable = [e for e in edges if e.to_ref in layouts
+              and all(ref in layouts and ref != e.to_ref for ref, _ in _senders(e))]
     queue = _schedule(usable)
     queued = set(queue)
     built, effects, notes = 0, [], {}
@@ -334,7 +334,8 @@ def exchange_dips(edges: Sequence[Edge | JointEdge | UnionEdge], layouts: Mappin
                 removed.append(())
                 continue
             after = mask & dip.meets(target if joint else target[0])
-            removed.append(tuple(layout.block_ids[i] for i in np.flatnonzero(mask & ~after)))
+            ids = layout.block_ids
+            removed.append(tuple([ids[i] for i in np.flatnonzero(mask & ~after).tolist()]))  # (Python ints: faster)
             mask &= after
         if any(removed):
             effects.append(DipEffect(edge, tuple(removed)))

@@ -98,7 +98,7 @@ def block_reasons(query_predicate, table_filter, layout: LayoutIndex) -> list[st
     if not satisfiable(query_predicate):
         return ["the query's predicate on this table is never TRUE"] * n
     reasons: list[str | None] = [None] * n
-    masks = cut_masks(query_predicate, layout.cuts, layout.cut_keys)
+    masks = cut_masks(query_predicate, layout.cuts, layout.cuts_by_key)
     for i in range(n):
         ruled = masks.implied & ~layout.union_bits[i] | masks.disjoint & layout.all_bits[i]
         if ruled:

@@ -45,7 +45,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple, Sequence
+from types import MappingProxyType
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -125,6 +126,12 @@ class LayoutIndex:
     def cut_keys(self) -> tuple[frozenset, ...]:
         """Each cut's `relation_keys` (empty for an unusable cut), computed once, not per query."""
         return tuple(frozenset() if c is None else relation_keys(c) for c in self.cuts)
+
+    @cached_property
+    def cuts_by_key(self) -> Mapping[object, tuple[int, ...]]:
+        """`cut_keys` inverted, built once: a query finds the cuts it shares a key with
+        without visiting the others (a fact table's layout has hundreds)."""
+        return cuts_by_relation_key(self.cut_keys)
 
     @cached_property
     def tree_routes(self) -> tuple[TreeRoute, ...]:
@@ -546,7 +553,7 @@ def layout_keep(query_predicate: Predicate, table_filter: Predicate, layout: Lay
     """Per block of the layout: may it hold rows making query_predicate TRUE (rules 1-4)?"""
     keep = np.zeros(len(layout.block_ids), dtype=bool)
     if satisfiable(query_predicate):  # (a query never TRUE, e.g. x NOT IN (1, NULL), reads no block)
-        masks = cut_masks(query_predicate, layout.cuts, layout.cut_keys)
+        masks = cut_masks(query_predicate, layout.cuts, layout.cuts_by_key)
         might_match = might_match_blocks(table_filter, layout.zone_maps)
         admitted = admitted_leaves(masks, layout.tree_routes)
         if admitted and layout.cell_index is not None:
@@ -615,28 +622,36 @@ def admitted_leaves(masks: CutMasks, trees: Sequence[TreeRoute]) -> tuple[int, .
     return tuple(tree.admitted(masks) for tree in trees)
 
 
+def cuts_by_relation_key(cut_keys: Sequence[frozenset]) -> Mapping[object, tuple[int, ...]]:
+    """Relation key -> the positions of the cuts that have it, ascending."""
+    out: dict[object, list[int]] = {}
+    for position, keys in enumerate(cut_keys):
+        for key in keys:
+            out.setdefault(key, []).append(position)
+    return MappingProxyType({key: tuple(positions) for key, positions in out.items()})
+
+
 def cut_masks(
     query_predicate: Predicate,
     cuts: Sequence[Predicate | None],
-    cut_keys: Sequence[frozenset] | None = None,
+    cuts_by_key: Mapping[object, tuple[int, ...]] | None = None,
 ) -> CutMasks:
     """Which cuts the query implies, and which it is disjoint with.
 
-    cut_keys, when given, holds each cut's relation_keys() (LayoutIndex.cut_keys).
+    cuts_by_key, when given, is `cuts_by_relation_key` of the cuts (LayoutIndex.cuts_by_key).
     """
     implied_mask = disjoint_mask = 0
     if query_predicate == TRUE:
         return CutMasks(0, 0)
-    if cut_keys is None:
-        cut_keys = [frozenset() if c is None else relation_keys(c) for c in cuts]
-    query_keys = relation_keys(query_predicate)
+    if cuts_by_key is None:
+        cuts_by_key = cuts_by_relation_key([frozenset() if c is None else relation_keys(c) for c in cuts])
+    # A cut sharing no column or induction path with the query can only be proven
+    # related to a query that is never TRUE; not trying costs no correctness (not
+    # proven = read) and saves most calls. (An unusable cut, None, has no key.)
+    related = sorted({position for key in relation_keys(query_predicate) for position in cuts_by_key.get(key, ())})
     query = Prepared(query_predicate)  # expanded once for all cuts
-    for position, (cut, keys) in enumerate(zip(cuts, cut_keys)):
-        # A cut sharing no column or induction path with the query can only be proven
-        # related to a query that is never TRUE; not trying costs no correctness (not
-        # proven = read) and saves most calls.
-        if cut is None or keys.isdisjoint(query_keys):
-            continue
+    for position in related:
+        cut = cuts[position]
         if query.implies(cut):
             implied_mask |= 1 << position
         elif query.disjoint(cut):

@@ -584,6 +584,10 @@ def test_prepared_agrees_at_the_expansion_limit_and_with_join_induced_atoms():
         (conj(wide, Compare(I, "=", 1)), Compare(I, "=", 1)),
         (FALSE, Compare(I, "=", 1)), (Compare(I, "=", 1), Compare(I, "=", 1)),
         (Compare(I, "=", 1), Compare(I, "<>", 1)), (O1, O1), (O1, negate(O1)),
+        # an opaque b: disjoint only where every branch holds its negation
+        (conj(O1, Compare(I, ">", 3)), negate(O1)), (disj(negate(O1), Compare(I, "=", 1)), O1),
+        (disj(conj(negate(O1), Compare(I, "=", 1)), conj(negate(O1), O2)), O1),
+        (conj(RAND, Compare(I, ">", 3)), RAND), (conj(RAND, Compare(I, ">", 3)), negate(RAND)),
         (conj(urgent, Compare(I, ">", 3)), urgent),
         (conj(urgent, Compare(I, ">", 3)), JoinInduced((hop,), Compare(S, "=", "v"))),
         (conj(urgent, Compare(I, ">", 3)), JoinInduced((hop,), Compare(S, "=", "u"), negated=True)),

@@ -270,8 +270,10 @@ def test_cut_keys_are_kept_per_layout_and_give_the_same_masks():
     early = JoinInduced(ORDERS_TO_LINEITEM, Compare(Column("o_orderdate", "date"), "<", dt.date(1993, 1, 1)))
     for query in [Compare(date, "<", dt.date(1994, 1, 1)), Compare(mode, "=", "SHIP"), early,
                   conj(Compare(date, ">=", dt.date(1996, 1, 1)), Compare(mode, "=", "AIR"), urgent)]:
-        assert cut_masks(query, layout.cuts, layout.cut_keys) == cut_masks(query, layout.cuts)
-    assert cut_masks(Compare(mode, "=", "SHIP"), layout.cuts, layout.cut_keys) == (0, 0b100)
+        assert cut_masks(query, layout.cuts, layout.cuts_by_key) == cut_masks(query, layout.cuts)
+    assert dict(layout.cuts_by_key) == {"l_shipdate": (0,), "l_shipmode": (2,),
+                                        (ORDERS_TO_LINEITEM, "o_orderpriority"): (3,)}
+    assert cut_masks(Compare(mode, "=", "SHIP"), layout.cuts, layout.cuts_by_key) == (0, 0b100)
     assert cut_masks(conj(Compare(date, "<", dt.date(1994, 1, 1)), urgent), layout.cuts) == (0b1001, 0)
 
 
