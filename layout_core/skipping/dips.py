@@ -146,10 +146,13 @@ class DataPred:
             his.append(ranges.hi[mine])
         family = families.pop() if families else EMPTY
         dtype = np.float64 if family == "number" else object
-        lo = np.concatenate(los).astype(dtype) if los else np.empty(0, dtype)
-        hi = np.concatenate(his).astype(dtype) if his else np.empty(0, dtype)
-        order = np.argsort(lo, kind="stable")
-        lo, hi = lo[order], hi[order]
+        if len(los) == 1 and los[0].dtype == dtype:
+            lo, hi = los[0], his[0]  # one layout: its ranges are in ascending lo already (`key_ranges`)
+        else:
+            lo = np.concatenate(los).astype(dtype) if los else np.empty(0, dtype)
+            hi = np.concatenate(his).astype(dtype) if his else np.empty(0, dtype)
+            order = np.argsort(lo, kind="stable")
+            lo, hi = lo[order], hi[order]
         # merge overlapping ranges: a range starts a new group unless it starts
         # at or before the furthest end seen so far
         if lo.size:
