@@ -444,17 +444,19 @@ class Prepared:
 
     __slots__ = ("predicate", "dnf", "boxes", "_implied")
 
-    def __init__(self, predicate: Predicate):
+    def __init__(self, predicate: Predicate, remember: bool = False):
         self.predicate = predicate
         self.dnf = to_dnf(predicate)
         # Boxes of the satisfiable conjunctions (the others can never be TRUE).
         self.boxes = tuple(b for c in self.dnf or () if (b := box_of(c)) is not None)
-        self._implied: dict[Predicate, bool] = {}
+        self._implied: dict[Predicate, bool] | None = {} if remember else None
 
     def implies(self, b: Predicate) -> bool:
-        """As `implies(self.predicate, b)`; the answers of a `prepared` predicate are remembered
+        """As `implies(self.predicate, b)`; with `remember` (`prepared`) the answers are kept
         (up to _BOX_ANSWERS): a join-induced cut asks a query's dimension filter about its own
         source, and dimension filters recur across queries (the same year, the same region)."""
+        if self._implied is None:
+            return self._implies(b)
         found = self._implied.get(b)
         if found is None:
             found = self._implies(b)
@@ -464,6 +466,15 @@ class Prepared:
 
     def _implies(self, b: Predicate) -> bool:
         a = self.predicate
+        if not isinstance(b, (And, Or, Const)):  # an atom (most cuts): its CNF is the one clause {b}
+            if a == b and _is_deterministic(b):
+                return True
+            if self.dnf is None:
+                return False
+            for box in self.boxes:
+                if not _box_implies_atom(box, b):
+                    return False
+            return True
         if a == b and all(_is_deterministic(x) for x in atoms(a)):
             return True
         if b == TRUE or a == FALSE:
@@ -505,7 +516,7 @@ class Prepared:
 def prepared(p: Predicate) -> Prepared:
     """One Prepared per predicate (the sources of join-induced atoms), so that its remembered
     answers serve every query with the same filter."""
-    return Prepared(p)
+    return Prepared(p, remember=True)
 
 
 def _excludes_induced(box: Box, b: JoinInduced) -> bool:
@@ -554,15 +565,7 @@ def _box_implies_clause(box: Box, clause: Clause) -> bool:
         return False  # the empty clause is FALSE
     if len(clause) == 1:  # most cuts are one atom: the loop below without its union
         (atom,) = clause
-        if atom in box.atoms and _is_deterministic(atom):
-            return True
-        sets = atom_sets(atom)
-        if sets is not None:
-            return box.get(sets.column).issubset(sets.under)
-        if isinstance(atom, JoinInduced):
-            return _box_implies_induced(box, atom)
-        return isinstance(atom, ColumnCompare) and _compare_always(
-            atom.op, box.get(atom.left.name), box.get(atom.right.name))
+        return _box_implies_atom(box, atom)
     accepted: dict[str, ValueSet] = {}
     for atom in clause:
         if atom in box.atoms and _is_deterministic(atom):
@@ -579,6 +582,19 @@ def _box_implies_clause(box: Box, clause: Clause) -> bool:
         ):
             return True
     return any(box.get(col).issubset(ok) for col, ok in accepted.items())
+
+
+def _box_implies_atom(box: Box, atom: Predicate) -> bool:
+    """`_box_implies_clause(box, {atom})`."""
+    if atom in box.atoms and _is_deterministic(atom):
+        return True
+    sets = atom_sets(atom)
+    if sets is not None:
+        return box.get(sets.column).issubset(sets.under)
+    if isinstance(atom, JoinInduced):
+        return _box_implies_induced(box, atom)
+    return isinstance(atom, ColumnCompare) and _compare_always(
+        atom.op, box.get(atom.left.name), box.get(atom.right.name))
 
 
 def _box_implies_induced(box: Box, atom: JoinInduced) -> bool:
