@@ -408,9 +408,8 @@ def _split_tokens(tokens: list[Token]) -> list[list[Token]]:
 def tag_tables(tree: exp.Expression) -> list[exp.Table]:
     """Number the table nodes in traversal order; the same SQL always gets the same numbers."""
     # (a hint's arguments, /*+ BROADCAST(o) */, parse as tables too: they name aliases, read nothing)
-    hinted = tree.find(exp.Hint) is not None  # (most queries have no hint: no ancestor walk per table)
     tables = [t for t in tree.find_all(exp.Table)
-              if isinstance(t.this, exp.Identifier) and not (hinted and t.find_ancestor(exp.Hint) is not None)]
+              if isinstance(t.this, exp.Identifier) and t.find_ancestor(exp.Hint) is None]
     for i, t in enumerate(tables):
         t.meta["ref_id"] = i
     return tables
