@@ -78,7 +78,7 @@ from layout_core.predicates import (
 )
 from layout_core.predicates.model import ColumnAtom
 from layout_core.predicates.simplify import simplify
-from layout_core.base.schema import Schema
+from layout_core.base.schema import KeyHops, Schema
 from layout_core.sql.columns import resolve_columns
 from layout_core.sql.convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predicate
 
@@ -250,7 +250,7 @@ class QueryAnalysis:
         semi-join reduction that stays valid after the others are applied, so
         their chain is one too (MTO §4.1.1 induces into correlated subqueries);
         the hop itself still starts at the parent's key."""
-        by_child = _hops_by_child(key_hops)
+        hops_index = key_hops if isinstance(key_hops, KeyHops) else KeyHops(key_hops)
         table_of = {r.key: r.table for r in self.refs}
         incoming = defaultdict(list)
         for e in self.edges:
@@ -261,8 +261,8 @@ class QueryAnalysis:
         def walk(ref: str, path: tuple[Hop, ...], seen: frozenset[str]) -> None:
             if len(path) >= max_depth:
                 return
-            hops_in = {h for e in incoming[ref] for h in by_child.get((table_of[ref], e.to_column), ())}
-            for hop in sorted(hops_in, key=by_child.order.__getitem__):
+            hops_in = {h for e in incoming[ref] for h in hops_index.by_child.get((table_of[ref], e.to_column), ())}
+            for hop in sorted(hops_in, key=hops_index.order.__getitem__):
                 for source in relay(ref, hop, seen):
                     hops = (hop,) + path
                     source_filter = self.filter(source)
@@ -290,32 +290,6 @@ class QueryAnalysis:
 
         walk(key, (), frozenset([key]))
         return tuple(dict.fromkeys(found))  # the same path can be reached twice via equal edges
-
-
-class _HopsByChild(dict):
-    """(child table, child column) -> its hops, and `order`: each hop's rank by its text (the
-    order `induced` walks them in, so that the predicates come out in one order)."""
-
-    def __init__(self, key_hops: tuple[Hop, ...]):
-        super().__init__()
-        for hop in key_hops:
-            self.setdefault((hop.child_table, hop.child_column), []).append(hop)
-        self.order = {hop: rank for rank, hop in enumerate(sorted(set(key_hops), key=str))}
-
-
-_BY_CHILD: dict[int, tuple[tuple[Hop, ...], _HopsByChild]] = {}
-
-
-def _hops_by_child(key_hops: Iterable[Hop]) -> _HopsByChild:
-    """Built once per schema's key hops (a cached tuple, `Schema.key_hops`), not per reference routed."""
-    if not isinstance(key_hops, tuple):
-        return _HopsByChild(tuple(key_hops))
-    found = _BY_CHILD.get(id(key_hops))
-    if found is None or found[0] is not key_hops:  # (an id is reused once its tuple is gone)
-        if len(_BY_CHILD) >= 64:
-            _BY_CHILD.clear()
-        found = _BY_CHILD[id(key_hops)] = (key_hops, _HopsByChild(key_hops))
-    return found[1]
 
 
 # ---------------------------------------------------------------------------
