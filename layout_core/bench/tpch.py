@@ -73,7 +73,7 @@ from layout_core.spark.compare import same_rows
 from layout_core.spark.induced import literal_keys
 from layout_core.spark.runner import scan_metrics
 from layout_core.spark.session import local_session
-from layout_core.sql.analysis import analyze, parse_query, tag_tables
+from layout_core.sql.analysis import analyze, parse_tagged
 from layout_core.workload.tpch import generate
 from layout_core.workload.tpch_skew import TpchVariant, generate_tpch_variant
 from layout_core.bench.sun import LONG_RUN_JVM
@@ -638,12 +638,12 @@ def needed_rows_queries(spark, schema, statements: list[str], raw_paths: dict, f
                 spark.read.parquet(path).createOrReplaceTempView(name)
                 views[key] = name
             view_of_ref[ref.ref_id] = views[key]
-        tree = parse_query(sql)
-        for table in tag_tables(tree):
+        parsed = parse_tagged(sql)
+        for table in parsed.tables:
             view = view_of_ref.get(table.meta["ref_id"])
             if view is not None:
                 table.replace(exp.to_table(view).as_(table.alias_or_name))
-        out.append(tree.sql(dialect="spark"))
+        out.append(parsed.tree.sql(dialect="spark"))
     return out
 
 

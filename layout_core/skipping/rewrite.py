@@ -4,7 +4,7 @@ Each routed table reference `lineitem AS l` becomes
 `(SELECT * FROM lineitem WHERE dt IN (...) AND block_id IN (...)) AS l`,
 so Spark prunes the `block_id=` folders (and `dt=` partitions) it need not
 list. The rewrite works on a fresh parse of the original SQL, matching table
-references by their position (`tag_tables`), so the rest of the query is
+references by their position (`parse_tagged`), so the rest of the query is
 kept as written.
 """
 
@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from layout_core.base.names import BLOCK_ID_COLUMN
 from layout_core.predicates import identifier, literal
-from layout_core.sql.analysis import QueryError, parse_query, tag_tables
+from layout_core.sql.analysis import QueryError, parse_tagged
 from layout_core.skipping.router import RefRoute, Route, RoutingIndex
 
 
@@ -37,10 +37,10 @@ def rewrite_sql(route: Route, index: RoutingIndex) -> str:
     if not route.analyzed:
         return route.sql
     try:
-        tree = parse_query(route.sql)
+        parsed = parse_tagged(route.sql)
     except QueryError:
         return route.sql
-    for table in tag_tables(tree):
+    for table in parsed.tables:
         ref = route.ref(table.meta["ref_id"])
         if ref is None or ref.read_all:
             continue
@@ -50,4 +50,4 @@ def rewrite_sql(route: Route, index: RoutingIndex) -> str:
         condition = block_condition(ref, index.partition_columns.get(ref.table))
         select = exp.select("*").from_(bare).where(condition, dialect="spark")
         table.replace(select.subquery(alias))
-    return tree.sql(dialect="spark")
+    return parsed.tree.sql(dialect="spark")

@@ -58,10 +58,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
@@ -79,7 +79,7 @@ from layout_core.predicates import (
 from layout_core.predicates.model import ColumnAtom
 from layout_core.predicates.simplify import simplify
 from layout_core.base.schema import KeyHops, Schema
-from layout_core.sql.columns import resolve_columns
+from layout_core.sql.columns import UNHANDLED, resolve_columns
 from layout_core.sql.convert import SUBQUERY_MARK, project, refs_of, split_qualified, to_predicate
 
 DEFAULT_MAX_DEPTH = 4
@@ -124,7 +124,7 @@ class TableRef:
     key: str  # unique within the query: "t<ref_id>"
     table: str
     alias: str
-    ref_id: int  # position of the table node in the parsed query (see tag_tables)
+    ref_id: int  # position of the table node in the parsed query (see parse_tagged)
 
 
 @dataclass(frozen=True)
@@ -313,8 +313,23 @@ _QUERY_STARTS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.FROM, Tok
 _OTHER_STATEMENTS = frozenset(_SPARK.parser_class.STATEMENT_PARSERS) | frozenset(_SPARK.tokenizer_class.COMMANDS)
 
 
+class ParsedQuery(NamedTuple):
+    """A parsed query and what one walk over its tree found (`_survey`)."""
+
+    tree: exp.Query
+    tables: tuple[exp.Table, ...]  # its table nodes, numbered (meta "ref_id") in traversal order
+    cte_names: frozenset[str]  # lower case
+    unhandled: bool  # a construct our column resolution leaves to qualify (`sql.columns.UNHANDLED`)
+
+
 def parse_query(sql: str) -> exp.Query:
     """The sqlglot tree of one Spark SQL query, or QueryError with the reason."""
+    return parse_tagged(sql).tree
+
+
+def parse_tagged(sql: str) -> ParsedQuery:
+    """`parse_query`, with the table nodes numbered: the same SQL always gets the same numbers
+    (`TableRef.ref_id`), so a route made from one parse applies to another (`skipping.rewrite`)."""
     try:
         statements = _split_tokens(_SPARK.tokenize(sql))
         if not statements:
@@ -335,21 +350,26 @@ def parse_query(sql: str) -> exp.Query:
         raise QueryError(f"cannot parse SQL: unsupported statement starting with {tree.name!r}")
     if not isinstance(tree, exp.Query):
         raise QueryError(f"not a query: a {tree.key.upper()} statement", kind="not a query")
-    _check_size(tree)
-    return tree
+    return _survey(tree)
 
 
-def _check_size(tree: exp.Expression) -> None:
-    """QueryError (kind "too complex") past MAX_COLUMN_REFERENCES or MAX_NESTING.
+def _survey(tree: exp.Query) -> ParsedQuery:
+    """One walk over the tree (breadth first, as sqlglot's `find_all`): QueryError (kind
+    "too complex") past MAX_COLUMN_REFERENCES or MAX_NESTING, else what the analysis
+    needs to know before resolving columns. (One walk, not one per question: on TPC-DS
+    queries each walk costs about a tenth of a parse.)
 
-    Walks the tree with an explicit stack (a recursive walk would itself fail
-    on the trees it must refuse). A binary operator under one of its own type
-    (the links of a chain a OR b OR c, or a + b + c) and a parenthesis add no
-    level: sqlglot and the analysis walk such chains without recursion."""
+    An explicit queue, not recursion: a recursive walk would itself fail on the trees
+    it must refuse. A binary operator under one of its own type (the links of a chain
+    a OR b OR c, or a + b + c) and a parenthesis add no level: sqlglot and the analysis
+    walk such chains without recursion."""
     columns = 0
-    stack = [(tree, 0, None)]
-    while stack:
-        node, depth, parent_type = stack.pop()
+    tables: list[exp.Table] = []
+    cte_names: set[str] = set()
+    unhandled = hints = False
+    queue = deque([(tree, 0, None)])
+    while queue:
+        node, depth, parent_type = queue.popleft()
         if isinstance(node, exp.Paren):
             node_type = parent_type  # parentheses add no level
         else:
@@ -364,8 +384,22 @@ def _check_size(tree: exp.Expression) -> None:
             if columns > MAX_COLUMN_REFERENCES:
                 raise QueryError(f"too complex: more than {MAX_COLUMN_REFERENCES} column references",
                                  kind="too complex")
+        elif isinstance(node, exp.Table):
+            if isinstance(node.this, exp.Identifier):
+                tables.append(node)
+        elif isinstance(node, exp.CTE):
+            cte_names.add(node.alias_or_name.lower())
+        elif isinstance(node, exp.Hint):
+            hints = True
+        elif not unhandled and isinstance(node, UNHANDLED):
+            unhandled = True
         for child in node.iter_expressions():
-            stack.append((child, depth, node_type))
+            queue.append((child, depth, node_type))
+    if hints:  # a hint's arguments, /*+ BROADCAST(o) */, parse as tables too: they name aliases, read nothing
+        tables = [t for t in tables if t.find_ancestor(exp.Hint) is None]
+    for i, t in enumerate(tables):
+        t.meta["ref_id"] = i
+    return ParsedQuery(tree, tuple(tables), frozenset(cte_names), unhandled)
 
 
 def _split_tokens(tokens: list[Token]) -> list[list[Token]]:
@@ -379,21 +413,10 @@ def _split_tokens(tokens: list[Token]) -> list[list[Token]]:
     return [s for s in statements if s]
 
 
-def tag_tables(tree: exp.Expression) -> list[exp.Table]:
-    """Number the table nodes in traversal order; the same SQL always gets the same numbers."""
-    # (a hint's arguments, /*+ BROADCAST(o) */, parse as tables too: they name aliases, read nothing)
-    tables = [t for t in tree.find_all(exp.Table)
-              if isinstance(t.this, exp.Identifier) and t.find_ancestor(exp.Hint) is None]
-    for i, t in enumerate(tables):
-        t.meta["ref_id"] = i
-    return tables
-
-
-def _check_tables(tree: exp.Expression, tables: list[exp.Table], schema: Schema) -> None:
-    cte_names = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    for t in tables:
+def _check_tables(parsed: ParsedQuery, schema: Schema) -> None:
+    for t in parsed.tables:
         name = t.name.lower()
-        if name not in cte_names and name not in schema.tables:
+        if name not in parsed.cte_names and name not in schema.tables:
             raise QueryError(f"unknown table {t.name!r}", kind="unknown table")
 
 
@@ -405,17 +428,17 @@ def analyze(sql: str, schema: Schema, own_resolution: bool = True) -> QueryAnaly
     """`sql` analyzed against `schema` (QueryError if it cannot be). Columns are resolved by
     `sql.columns` where it can, else by sqlglot's `qualify`; `own_resolution=False` always
     uses `qualify` (the tests' oracle)."""
-    tree = parse_query(sql)
-    tables = tag_tables(tree)
-    _check_tables(tree, tables, schema)
+    parsed = parse_tagged(sql)
+    tree = parsed.tree
+    _check_tables(parsed, schema)
     try:
-        scopes = resolve_columns(tree, schema) if own_resolution else None
+        scopes = resolve_columns(tree, schema, surveyed=True) if own_resolution and not parsed.unhandled else None
         if scopes is None:  # a shape our resolution leaves to sqlglot's (the same answer, slower)
             qualified = qualify(tree, schema=sqlglot_schema(schema), dialect="spark")  # in place: the tree is ours
             scopes = list(traverse_scope(qualified))
     except SqlglotError as e:
         raise QueryError(f"cannot resolve columns: {_clean_error(e)}", kind="unknown column") from None
-    except RecursionError:  # _check_size should have refused such a tree; never a crash
+    except RecursionError:  # _survey should have refused such a tree; never a crash
         raise QueryError("too complex: the statement nests too deeply to resolve", kind="too complex") from None
     try:
         return _Analyzer(sql, schema, scopes).run()

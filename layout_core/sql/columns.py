@@ -27,13 +27,14 @@ from layout_core.base.schema import Schema
 UNHANDLED = (exp.Lambda, exp.Dot, exp.Lateral, exp.Unnest, exp.Values, exp.Pivot, exp.UDTF, exp.Into)
 
 
-def resolve_columns(tree: exp.Expression, schema: Schema) -> list[Scope] | None:
+def resolve_columns(tree: exp.Expression, schema: Schema, surveyed: bool = False) -> list[Scope] | None:
     """Set `table` on every column of `tree` that lacks one, from the schema and the query's
     own derived tables and CTEs; returns the query's scopes, or None for a shape left to
     `qualify` (see the module docstring). Identifiers are normalized (lower case) either way,
-    as `qualify` would. Nothing else changes before the answer is known."""
+    as `qualify` would. Nothing else changes before the answer is known. `surveyed`: the
+    caller has found no UNHANDLED construct in the tree (`sql.analysis.parse_tagged`)."""
     normalize_identifiers(tree, dialect="spark")
-    if tree.find(*UNHANDLED) is not None:
+    if not surveyed and tree.find(*UNHANDLED) is not None:
         return None
     scopes = list(traverse_scope(tree))
     items: dict[int, dict[str, frozenset[str]]] = {}  # id(scope) -> FROM/JOIN alias -> its column names
