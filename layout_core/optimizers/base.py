@@ -119,7 +119,9 @@ class PlanWorkload:
     implies[q][j] / disjoint[q][j]: training reference q's predicate implies /
     is disjoint with cut j (MTO's workload matrices); `filtered_columns`: the
     table's columns by how many references filter them; `range_columns`: those
-    filtered by a range, most often first; `held_out_cuts`: when the
+    filtered by a range, most often first; `induced_columns`: its foreign keys
+    by how many references filter the tables they reference (join-induced
+    predicates reach it through them); `held_out_cuts`: when the
     references split in two halves (`algorithms.types.reference_halves`),
     per half the cuts its own references make (their conjuncts, the ranges
     between their literals, their ORs' hulls), so that a layout fitted to one
@@ -131,6 +133,7 @@ class PlanWorkload:
     filtered_columns: tuple[str, ...] = ()
     range_columns: tuple[str, ...] = ()
     held_out_cuts: tuple[tuple[bool, ...], ...] = ()
+    induced_columns: tuple[str, ...] = ()
 
     @property
     def queries(self) -> int:
@@ -145,16 +148,19 @@ class PlanWorkload:
         return {"implies": [[int(b) for b in row] for row in self.implies],
                 "disjoint": [[int(b) for b in row] for row in self.disjoint],
                 "filtered_columns": list(self.filtered_columns), "range_columns": list(self.range_columns),
-                "held_out_cuts": [[int(b) for b in row] for row in self.held_out_cuts]}
+                "held_out_cuts": [[int(b) for b in row] for row in self.held_out_cuts],
+                "induced_columns": list(self.induced_columns)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> "PlanWorkload":
         def bools(rows):
             return tuple(tuple(bool(b) for b in row) for row in rows)
 
-        # features written before held_out_cuts existed have none: trees=auto then sees every cut
+        # features written before held_out_cuts (induced_columns) existed have none: trees=auto then
+        # sees every cut (tuned sorts a table without a filtered date column by its primary key)
         return cls(bools(data["implies"]), bools(data["disjoint"]), tuple(data["filtered_columns"]),
-                   tuple(data["range_columns"]), bools(data.get("held_out_cuts", ())))
+                   tuple(data["range_columns"]), bools(data.get("held_out_cuts", ())),
+                   tuple(data.get("induced_columns", ())))
 
 
 @dataclass(frozen=True)
@@ -174,7 +180,7 @@ class TableQueries:
         """The workload matrices of `cuts`, and the columns filtered most (those with a min and max)."""
         # sqlglot (via sql.analysis) only when cuts are chosen: layout_core.optimizers imports numpy only
         from layout_core.workload.tree_inputs import (
-            filtered_columns, range_filtered_columns, workload_matrices,
+            filtered_columns, induced_columns, range_filtered_columns, workload_matrices,
         )
 
         orderable = set(table.orderable_columns)
@@ -183,7 +189,8 @@ class TableQueries:
             tuple(map(tuple, matrices.implies.tolist())), tuple(map(tuple, matrices.disjoint.tolist())),
             tuple(c for c in filtered_columns(self.analyses, self.table, 10 ** 6) if c in orderable),
             tuple(c for c, _ in range_filtered_columns(self.analyses, self.table) if c in orderable),
-            self.held_out_cuts(matrices, cuts))
+            self.held_out_cuts(matrices, cuts),
+            tuple(c for c, _ in induced_columns(self.analyses, self.table, self.key_hops) if c in orderable))
 
     def held_out_cuts(self, matrices, cuts: Sequence[CandidateCut]) -> tuple[tuple[bool, ...], ...]:
         """Per half of the references, which of `cuts` its own references make (see PlanWorkload)."""

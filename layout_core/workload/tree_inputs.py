@@ -225,6 +225,18 @@ def filtered_columns(analyses: Sequence[QueryAnalysis], table: str, k: int) -> l
 RANGE_OPS = ("<", "<=", ">", ">=")
 
 
+def induced_columns(analyses: Sequence[QueryAnalysis], table: str, key_hops) -> list[tuple[str, int]]:
+    """(column, references) of `table`'s foreign keys through which filters on the tables
+    they reference reach it (the columns of the join-induced atoms of its predicates), most
+    often first (ties: by name); a reference counts once per column."""
+    counts = Counter()
+    for a in analyses:
+        for ref in a.refs_of_table(table):
+            counts.update({atom.column.name for atom in atoms(a.predicate(ref.key, key_hops))
+                           if isinstance(atom, JoinInduced)})
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def is_range_atom(p: Predicate) -> bool:
     """A comparison with <, <=, >, >= or a BETWEEN: what a zone map of a sorted column prunes best."""
     return (isinstance(p, Compare) and p.op in RANGE_OPS) or isinstance(p, Between)

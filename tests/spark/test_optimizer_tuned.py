@@ -1,5 +1,6 @@
 """The `tuned` baseline (diPs §13.1: rows clustered by a date column's month,
-ordered by the key inside a cluster) and the tree optimizers' leaf_order
+ordered by the key inside a cluster; §13.2: without a date column, sorted by
+the foreign key the log filters through) and the tree optimizers' leaf_order
 setting: plans without Spark, then one small table laid out in Spark with
 every row's block stated by hand."""
 
@@ -83,6 +84,26 @@ def test_no_filtered_date_column_sorts_by_the_key_with_exact_sizes():
         assert plan.expected_block_rows == (10.0, 10.0, 5.0)
         assert plan.choices == {"cluster_column": ""}
     assert _tuned(0, PlanWorkload(filtered_columns=("l_shipdate",))).n_blocks == 0  # an empty table
+
+
+def test_no_filtered_date_column_sorts_by_the_foreign_key_filters_reach_it_through_most_first():
+    # TPC-DS's facts (diPs §13.2): their dates live in date_dim, filtered through the date key
+    reached = PlanWorkload(filtered_columns=("l_quantity",), induced_columns=("l_partkey", "l_suppkey"))
+    li = TableSchema("li", LI.columns + (("l_partkey", "bigint"), ("l_suppkey", "bigint")), LI.primary_key)
+    plan = _tuned(25, reached, table=li, block_rows=10)
+    assert plan.assignment == SortBlocks(("l_partkey", "l_orderkey"), 10)
+    assert plan.expected_block_rows == (10.0, 10.0, 5.0) and plan.choices == {"cluster_column": ""}
+    # a given order column is taken as the whole order; a key that is the order column adds nothing
+    assert _tuned(25, reached, table=li, order_column="l_suppkey").assignment.columns == ("l_suppkey",)
+    assert _tuned(25, PlanWorkload(induced_columns=("l_orderkey", "l_partkey")), table=li) \
+        .assignment.columns == ("l_orderkey",)
+    # the keys travel with the features; features written before them have none
+    assert PlanWorkload.from_json(reached.to_json()) == reached
+    assert PlanWorkload.from_json({k: v for k, v in reached.to_json().items() if k != "induced_columns"}) \
+        .induced_columns == ()
+    # a filtered date column still clusters, whatever the keys
+    assert _tuned(25, PlanWorkload(filtered_columns=("l_shipdate",), induced_columns=("l_partkey",)),
+                  table=li).assignment.cluster_column == "l_shipdate"
 
 
 def test_unknown_or_unsuitable_columns_and_settings_are_refused():

@@ -14,6 +14,7 @@ from layout_core.predicates import And, Between, Column, Compare, InList, Or, di
 from layout_core.sql.analysis import analyze
 from layout_core.workload.tree_inputs import (
     candidate_cut_lists,
+    induced_columns,
     is_range_atom,
     or_hull_cuts,
     range_filtered_columns,
@@ -45,6 +46,24 @@ def test_the_most_range_filtered_column_wins_and_a_reference_counts_once():
     )
     assert range_filtered_columns(log, "lineitem") == [("l_quantity", 2), ("l_discount", 1), ("l_shipdate", 1)]
     assert _sort_columns(log, "lineitem") == ("l_quantity",)
+
+
+def test_the_foreign_keys_filters_reach_a_table_through_most_come_first():
+    log = analyses(
+        # two filters on part reach lineitem through l_partkey: the reference counts once
+        "SELECT count(*) FROM lineitem JOIN part ON l_partkey = p_partkey WHERE p_size = 3 AND p_brand = 'Brand#12'",
+        "SELECT count(*) FROM lineitem JOIN part ON l_partkey = p_partkey WHERE p_size < 10",
+        # customer's filter reaches it through orders: l_orderkey
+        "SELECT count(*) FROM lineitem JOIN orders ON l_orderkey = o_orderkey "
+        "JOIN customer ON o_custkey = c_custkey WHERE c_mktsegment = 'BUILDING'",
+        # part is joined but not filtered here: only l_suppkey counts
+        "SELECT count(*) FROM lineitem JOIN supplier ON l_suppkey = s_suppkey "
+        "JOIN part ON l_partkey = p_partkey WHERE s_nationkey = 7",
+        "SELECT count(*) FROM lineitem WHERE l_shipdate < DATE '1995-01-01'",  # its own column: none
+    )
+    assert induced_columns(log, "lineitem", SCHEMA.key_hops()) == [
+        ("l_partkey", 2), ("l_orderkey", 1), ("l_suppkey", 1)]
+    assert induced_columns(log, "part", SCHEMA.key_hops()) == []  # nothing filters part's parents
 
 
 def test_no_range_filter_falls_back():
