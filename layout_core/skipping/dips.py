@@ -40,7 +40,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from decimal import Decimal
 from typing import Mapping, Sequence
@@ -75,6 +75,15 @@ class KeyRanges:
     def unknown(self) -> np.ndarray:
         """Per block: it has values but no usable ranges (it sends no diP; a diP cannot skip it)."""
         return ~self.known & self.has_values
+
+    @cached_property
+    def whole(self) -> DataPred | None:
+        """The diP of a reference that keeps every block, built once: a third of the diPs
+        routing sends on TPC-DS (references without a filter, or whose filter skips nothing)."""
+        whole = DataPred.union([(self, np.ones(self.known.size, dtype=bool))])
+        if whole is None or not whole.starts.size:
+            return whole  # (an empty one, e.g. of NO_RANGES, answers at once: nothing to remember)
+        return replace(whole, remembered={})
 
 
 NO_RANGES = KeyRanges(EMPTY, *(np.empty(0, t) for t in (np.float64, np.float64, np.int64, bool, bool)))
@@ -127,6 +136,9 @@ class DataPred:
     family: str
     starts: np.ndarray
     ends: np.ndarray
+    # `meets` answers per receiving KeyRanges (by id, with the object to tell a reused id), for a
+    # diP that lives as long as its layout (`KeyRanges.whole`); None: not remembered
+    remembered: dict | None = field(default=None, compare=False, repr=False)
 
     @staticmethod
     def union(parts: Sequence[tuple[KeyRanges, np.ndarray]]) -> DataPred | None:
@@ -167,6 +179,16 @@ class DataPred:
 
     def meets(self, ranges: KeyRanges) -> np.ndarray:
         """Per block of `ranges`: might it hold a value of this diP? (True when unknown)"""
+        if self.remembered is None:
+            return self._meets(ranges)
+        found = self.remembered.get(id(ranges))
+        if found is None or found[0] is not ranges:
+            found = ranges, self._meets(ranges)
+            found[1].setflags(write=False)  # shared by every query: never changed in place
+            self.remembered[id(ranges)] = found
+        return found[1]
+
+    def _meets(self, ranges: KeyRanges) -> np.ndarray:
         n = ranges.known.size
         if not self.starts.size:
             return np.zeros(n, dtype=bool)  # no row on the other side: nothing here can match
@@ -321,8 +343,12 @@ def exchange_dips(edges: Sequence[Edge | JointEdge | UnionEdge], layouts: Mappin
         # transitively): build its diP once per state of its kept blocks
         state = (edge.from_ref, edge.from_columns, tuple(m.tobytes() for _, m in source))
         if state not in sent:
-            sent[state] = (DataBoxes.union(source) if joint
-                           else DataPred.union([(columns[0], mask) for columns, mask in source]))
+            if joint:
+                sent[state] = DataBoxes.union(source)
+            elif len(source) == 1 and source[0][1].all():  # every block of one layout: built once per column
+                sent[state] = source[0][0][0].whole
+            else:
+                sent[state] = DataPred.union([(columns[0], mask) for columns, mask in source])
             built += 1
         dip = sent[state]
         if dip is None:

@@ -179,6 +179,24 @@ def test_a_diP_is_the_merged_union_of_the_kept_blocks_ranges():
     assert list(dip.meets(target)) == [False, True, True]
 
 
+def test_the_diP_of_every_block_is_built_once_and_answers_as_a_fresh_one():
+    zm = ZoneMaps.of([{"k": ColumnStats(1, 9, 0, 3, ((1, 2), (8, 9)))}, {"k": ColumnStats(20, 30, 0, 3)},
+                      {"k": ColumnStats(None, None, 3, 3)}], [3, 3, 3])  # the last block: NULLs only
+    ranges = key_ranges(zm.columns["k"])
+    whole = ranges.whole
+    assert whole is ranges.whole
+    assert [(round(a), round(b)) for a, b in zip(whole.starts, whole.ends)] == [(1, 2), (8, 9), (20, 30)]
+    target = key_ranges(ZoneMaps.of([{"k": ColumnStats(3, 7, 0, 1)}, {"k": ColumnStats(5, 8, 0, 1)},
+                                     {"k": ColumnStats(31, 40, 0, 1)}], [1, 1, 1]).columns["k"])
+    first = whole.meets(target)
+    assert list(first) == [False, True, False] and whole.meets(target) is first  # remembered
+    assert not first.flags.writeable  # shared by every query routed: nobody may change it
+    # a block without usable statistics sends no diP: neither does the whole column
+    unknown = key_ranges(ZoneMaps.of([{"k": ColumnStats(1, 2, 0, 1)}, {"k": ColumnStats(None, None, 0, 1)}],
+                                     [1, 1]).columns["k"])
+    assert unknown.whole is None
+
+
 def test_dates_and_strings_make_diPs_too():
     days = key_ranges(ZoneMaps.of([{"d": ColumnStats(dt.date(2024, 1, 1), dt.date(2024, 1, 31), 0, 1)}],
                                   [1]).columns["d"])
