@@ -77,6 +77,10 @@ class KeyRanges:
         return ~self.known & self.has_values
 
     @cached_property
+    def any_unknown(self) -> bool:
+        return bool(self.unknown.any())
+
+    @cached_property
     def whole(self) -> DataPred | None:
         """The diP of a reference that keeps every block, built once: a third of the diPs
         routing sends on TPC-DS (references without a filter, or whose filter skips nothing)."""
@@ -151,7 +155,7 @@ class DataPred:
             return None
         los, his = [], []
         for ranges, keep in parts:
-            if np.any(keep & ranges.unknown):
+            if ranges.any_unknown and np.any(keep & ranges.unknown):
                 return None
             mine = keep[ranges.owner]
             los.append(ranges.lo[mine])
@@ -169,10 +173,14 @@ class DataPred:
         # at or before the furthest end seen so far
         if lo.size:
             furthest = np.maximum.accumulate(hi) if family == "number" else _running_max(hi)
-            # (np.concatenate, not np.r_: this runs for every diP, and np.r_ costs more than the work)
-            new_group = np.concatenate(([True], lo[1:] > furthest[:-1]))
-            starts = lo[new_group]
-            ends = furthest[np.append(np.flatnonzero(new_group)[1:] - 1, lo.size - 1)]
+            # (filled in place, not np.r_ or np.append: this runs for every diP, and they cost more than the work)
+            new_group = np.empty(lo.size, dtype=bool)
+            new_group[0] = True
+            new_group[1:] = lo[1:] > furthest[:-1]
+            last_of_group = np.empty(lo.size, dtype=bool)
+            last_of_group[:-1] = new_group[1:]
+            last_of_group[-1] = True
+            starts, ends = lo[new_group], furthest[last_of_group]
         else:
             starts, ends = lo, hi
         return DataPred(family, starts, ends)

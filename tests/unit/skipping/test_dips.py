@@ -7,6 +7,8 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from layout_core.base.schema import load_schema
 from layout_core.predicates import ColumnStats, value_to_json
@@ -177,6 +179,34 @@ def test_a_diP_is_the_merged_union_of_the_kept_blocks_ranges():
     target = key_ranges(ZoneMaps.of([{"k": ColumnStats(6, 7, 0, 1)}, {"k": ColumnStats(5, 6, 0, 1)},
                                      {"k": ColumnStats(9, 12, 0, 1)}], [1, 1, 1]).columns["k"])
     assert list(dip.meets(target)) == [False, True, True]
+
+
+@settings(max_examples=200, deadline=None)
+@given(blocks=st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 6)), min_size=1, max_size=3),
+                       min_size=1, max_size=8),
+       kept=st.lists(st.booleans(), min_size=8, max_size=8))
+def test_a_diP_merges_exactly_the_overlapping_ranges_of_the_kept_blocks(blocks, kept):
+    # each block: ranges (start, length) on integer keys; the expected union merged by hand below
+    stats = []
+    for ranges in blocks:
+        spans = sorted((a, a + n) for a, n in ranges)
+        disjoint = [list(spans[0])]
+        for a, b in spans[1:]:
+            if a <= disjoint[-1][1]:
+                disjoint[-1][1] = max(disjoint[-1][1], b)
+            else:
+                disjoint.append([a, b])
+        stats.append({"k": ColumnStats(disjoint[0][0], disjoint[-1][1], 0, 1, tuple(map(tuple, disjoint)))})
+    keep = np.array(kept[:len(blocks)])
+    dip = DataPred.union([(key_ranges(ZoneMaps.of(stats, [1] * len(blocks)).columns["k"]), keep)])
+    spans = sorted((a, a + n) for ranges, k in zip(blocks, keep) if k for a, n in ranges)
+    expected = []
+    for a, b in spans:  # touching or overlapping ranges merge (keys are rounded outwards)
+        if expected and a <= expected[-1][1]:
+            expected[-1][1] = max(expected[-1][1], b)
+        else:
+            expected.append([a, b])
+    assert [(round(a), round(b)) for a, b in zip(dip.starts, dip.ends)] == [tuple(e) for e in expected]
 
 
 def test_the_diP_of_every_block_is_built_once_and_answers_as_a_fresh_one():
