@@ -353,6 +353,19 @@ def parse_tagged(sql: str) -> ParsedQuery:
     return _survey(tree)
 
 
+_COLUMN, _TABLE, _CTE, _HINT, _UNHANDLED = "column", "table", "cte", "hint", "unhandled"
+_NODE_KINDS: dict[type, tuple[bool, bool, str]] = {}  # node type -> (a Paren, a Binary, what `_survey` notes)
+
+
+def _node_kind(node_type: type) -> tuple[bool, bool, str]:
+    """What `_survey` needs to know of a node type, worked out once per type (a dict lookup
+    per node instead of a chain of isinstance checks)."""
+    kind = next((k for k, cls in ((_COLUMN, exp.Column), (_TABLE, exp.Table), (_CTE, exp.CTE), (_HINT, exp.Hint),
+                                  (_UNHANDLED, UNHANDLED)) if issubclass(node_type, cls)), "")
+    _NODE_KINDS[node_type] = issubclass(node_type, exp.Paren), issubclass(node_type, exp.Binary), kind
+    return _NODE_KINDS[node_type]
+
+
 def _survey(tree: exp.Query) -> ParsedQuery:
     """One walk over the tree (breadth first, as sqlglot's `find_all`): QueryError (kind
     "too complex") past MAX_COLUMN_REFERENCES or MAX_NESTING, else what the analysis
@@ -370,28 +383,28 @@ def _survey(tree: exp.Query) -> ParsedQuery:
     queue = deque([(tree, 0, None)])
     while queue:
         node, depth, parent_type = queue.popleft()
-        if isinstance(node, exp.Paren):
+        node_type = type(node)
+        is_paren, is_binary, kind = _NODE_KINDS.get(node_type) or _node_kind(node_type)
+        if is_paren:
             node_type = parent_type  # parentheses add no level
-        else:
-            node_type = type(node)
-            if node_type is not parent_type or not isinstance(node, exp.Binary):
-                depth += 1
+        elif node_type is not parent_type or not is_binary:
+            depth += 1
         if depth > MAX_NESTING:
             raise QueryError(f"too complex: expressions nested more than {MAX_NESTING} levels deep",
                              kind="too complex")
-        if isinstance(node, exp.Column):
+        if kind is _COLUMN:
             columns += 1
             if columns > MAX_COLUMN_REFERENCES:
                 raise QueryError(f"too complex: more than {MAX_COLUMN_REFERENCES} column references",
                                  kind="too complex")
-        elif isinstance(node, exp.Table):
+        elif kind is _TABLE:
             if isinstance(node.this, exp.Identifier):
                 tables.append(node)
-        elif isinstance(node, exp.CTE):
+        elif kind is _CTE:
             cte_names.add(node.alias_or_name.lower())
-        elif isinstance(node, exp.Hint):
+        elif kind is _HINT:
             hints = True
-        elif not unhandled and isinstance(node, UNHANDLED):
+        elif kind is _UNHANDLED:
             unhandled = True
         for child in node.iter_expressions():
             queue.append((child, depth, node_type))
