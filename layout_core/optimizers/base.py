@@ -119,9 +119,10 @@ class PlanWorkload:
     implies[q][j] / disjoint[q][j]: training reference q's predicate implies /
     is disjoint with cut j (MTO's workload matrices); `filtered_columns`: the
     table's columns by how many references filter them; `range_columns`: those
-    filtered by a range, most often first; `induced_columns`: its foreign keys
-    by how many references filter the tables they reference (join-induced
-    predicates reach it through them); `held_out_cuts`: when the
+    filtered by a range, most often first; `induced_columns`: for a fact table
+    (`TableQueries.is_fact`), its foreign keys by how many references filter
+    the tables they reference (join-induced predicates reach it through
+    them); `held_out_cuts`: when the
     references split in two halves (`algorithms.types.reference_halves`),
     per half the cuts its own references make (their conjuncts, the ranges
     between their literals, their ORs' hulls), so that a layout fitted to one
@@ -190,7 +191,14 @@ class TableQueries:
             tuple(c for c in filtered_columns(self.analyses, self.table, 10 ** 6) if c in orderable),
             tuple(c for c, _ in range_filtered_columns(self.analyses, self.table) if c in orderable),
             self.held_out_cuts(matrices, cuts),
-            tuple(c for c, _ in induced_columns(self.analyses, self.table, self.key_hops) if c in orderable))
+            tuple(c for c, _ in induced_columns(self.analyses, self.table, self.key_hops)
+                  if c in orderable and self.is_fact))
+
+    @property
+    def is_fact(self) -> bool:
+        """No foreign key references the table (TPC-DS's sales, returns and inventory; TPC-H's
+        lineitem and partsupp): it is what the others describe."""
+        return all(hop.parent_table != self.table for hop in self.key_hops)
 
     def held_out_cuts(self, matrices, cuts: Sequence[CandidateCut]) -> tuple[tuple[bool, ...], ...]:
         """Per half of the references, which of `cuts` its own references make (see PlanWorkload)."""

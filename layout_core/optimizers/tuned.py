@@ -11,9 +11,10 @@ column) order, a cluster boundary always starting a new block, so a block
 holds one month's dates and a narrow range of the join key.
 
 A table with no date column the log filters is sorted by the order column;
-when the log filters it through a foreign key (TPC-DS's facts, whose dates
-are in date_dim: §13.2 clusters them on their date keys), by the key its
-filters reach it through most, then by the order column.
+a fact table (one no foreign key references) that the log filters through
+its foreign keys (TPC-DS's, whose dates are in date_dim: §13.2 clusters
+them on their date keys) by the key its filters reach it through most,
+then by the order column. Dimension tables keep their key order (§13).
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ MAX_CLUSTERS = Setting("max_clusters", "int", 4096,
 class Tuned(Optimizer):
     name = "tuned"
     help = ("rows clustered by a date column (one cluster per month by default) and sorted by the primary key "
-            "inside a cluster, cut every block_rows rows, no block spanning two clusters; without a filtered date "
-            "column, sorted by the foreign key the log filters through most, then the primary key (diPs §13)")
+            "inside a cluster, cut every block_rows rows, no block spanning two clusters; a fact table without a "
+            "filtered date column sorted by the foreign key the log filters through most, then the primary key "
+            "(diPs §13)")
     settings = (BLOCK_ROWS, CLUSTER_COLUMN, CLUSTER_GRANULARITY, ORDER_COLUMN, MAX_CLUSTERS)
 
     def resolve(self, raw=None):
@@ -73,8 +75,8 @@ class Tuned(Optimizer):
             cluster = next((c for c in inputs.workload.filtered_columns
                             if table.has_column(c) and table.column(c).kind in DATE_KINDS), "")
         if not cluster:
-            # No date column to cluster by: rows sorted by the order column, sizes exact. A table
-            # whose dates live in a dimension (TPC-DS's facts, §13.2) is filtered through a foreign
+            # No date column to cluster by: rows sorted by the order column, sizes exact. A fact
+            # table whose dates live in a dimension (TPC-DS's, §13.2) is filtered through a foreign
             # key: unless an order column is given, rows are sorted first by the key the log's
             # filters reach it through most, so that the dimension's diPs find narrow blocks.
             most = next(iter(inputs.workload.induced_columns), "")

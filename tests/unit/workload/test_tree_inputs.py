@@ -64,6 +64,16 @@ def test_the_foreign_keys_filters_reach_a_table_through_most_come_first():
     assert induced_columns(log, "lineitem", SCHEMA.key_hops()) == [
         ("l_partkey", 2), ("l_orderkey", 1), ("l_suppkey", 1)]
     assert induced_columns(log, "part", SCHEMA.key_hops()) == []  # nothing filters part's parents
+    # the plan's workload lists them for a fact table only: orders is referenced by lineitem
+    from layout_core.optimizers import TableQueries
+
+    log.append(analyses("SELECT count(*) FROM orders JOIN customer ON o_custkey = c_custkey "
+                        "WHERE c_mktsegment = 'BUILDING'")[0])
+    assert induced_columns(log, "orders", SCHEMA.key_hops()) == [("o_custkey", 2)]
+    lineitem, orders = (TableQueries(t, tuple(log), SCHEMA.key_hops()) for t in ("lineitem", "orders"))
+    assert lineitem.is_fact and not orders.is_fact
+    assert lineitem.summary([], SCHEMA.table("lineitem")).induced_columns == ("l_partkey", "l_orderkey", "l_suppkey")
+    assert orders.summary([], SCHEMA.table("orders")).induced_columns == ()
 
 
 def test_no_range_filter_falls_back():
