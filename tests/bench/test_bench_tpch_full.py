@@ -39,6 +39,7 @@ def test_diPs_only_ever_skip_more(b1):
         assert dips["queries_skipping_third"] >= plain["queries_skipping_third"], name
     assert result["best_dips"].endswith("+dips")
     assert result["router_ms_dips"]["p50"] > 0 and result["sqlglot_ms"]["p50"] > 0
+    assert result["router_vs_sqlglot"] == round(result["router_ms_dips"]["p50"] / result["sqlglot_ms"]["p50"], 2)
 
 
 def test_every_layout_routed_with_dips_reports_its_inputcut(b1):
