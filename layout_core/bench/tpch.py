@@ -57,7 +57,7 @@ from sqlglot import exp
 from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN
 from layout_core.bench import inputcut
 from layout_core.catalog import BlockRecord
-from layout_core.flows.nightly.in_memory import lay_out_in_memory
+from layout_core.flows.nightly.in_memory import Featurized, lay_out_in_memory
 from layout_core.optimizers import TableQueries
 from layout_core.optimizers.plan import TupleBlocks
 from layout_core.predicates import TRUE, identifier, to_sql
@@ -225,11 +225,12 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
         for name in read:
             table = schema.tables[name]
             table_queries = TableQueries(name, train, key_hops)
+            featurized = Featurized()  # the layouts choosing the same cuts flag the rows once
             for kind in layouts:
                 extra = tree_settings if optimizers[kind] in ("qdtree", "mto", "pando") else None
                 laid = lay_out_in_memory(table, tables[name], tables, optimizers[kind],
                                          layout_settings(kind, name, block_rows, extra, data.sort_keys),
-                                         table_queries)
+                                         table_queries, featurized)
                 blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX_COLUMN, BLOCK_ID_COLUMN)
                 # without diPs every row routes on min/max alone: range sets (a sorted set of
                 # each column's values per block) would be computed for nothing
@@ -272,6 +273,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                 indexes[kind][name] = LayoutIndex.from_blocks(name, plain, predicates, trees=nodes)
                 log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(summaries), len(laid.cuts),
                          seconds)
+            featurized.release()
 
         # rows each test reference needs, for the lower bound
         needed_blocks = 0

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from layout_core.base.schema import load_schema
-from layout_core.flows.nightly.in_memory import lay_out_in_memory
+from layout_core.flows.nightly import in_memory
+from layout_core.flows.nightly.in_memory import Featurized, lay_out_in_memory
 from layout_core.optimizers import REGISTRY, TableQueries
 from layout_core.workload.analyze import analyze_statements
 from layout_core.workload.tpch import generate
@@ -38,14 +39,16 @@ def lineitem_inputs(spark, tpch_sf001):
     return frames, queries
 
 
-def _checksum(spark, rows, frames, optimizer, queries, shuffle_partitions: int) -> tuple[int, int, int]:
+def _checksum(spark, rows, frames, optimizer, queries, shuffle_partitions: int = 8,
+              featurized: Featurized | None = None, settings: dict | None = None) -> tuple[int, int, int]:
     """(rows, blocks, sum of a 64-bit hash of (primary key, block index)) of one layout."""
     from pyspark.sql import functions as F
 
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     try:
-        laid = lay_out_in_memory(LINEITEM, rows, frames, optimizer, _settings(optimizer), queries)
+        laid = lay_out_in_memory(LINEITEM, rows, frames, optimizer, {**_settings(optimizer), **(settings or {})},
+                                 queries, featurized)
         try:
             keys = [F.col(c) for c in LINEITEM.primary_key]
             row = laid.blocked.agg(F.count(F.lit(1)), F.countDistinct("_block"),
@@ -74,3 +77,22 @@ def test_the_same_input_twice_gives_the_same_blocks(spark, lineitem_inputs, opti
     second = _checksum(spark, rows.repartition(7), frames, optimizer, queries, 3)
     assert first[0] == 60_175 and first[1] >= 3  # every row, in a real layout
     assert second == first
+
+
+def test_layouts_with_the_same_cuts_flag_the_rows_once_and_place_them_as_alone(spark, lineitem_inputs, monkeypatch):
+    # mto, mto with its leaves in key order and pando choose the same cuts: the benchmarks flag the rows once
+    frames, queries = lineitem_inputs
+    rows = frames["lineitem"]
+    kinds = [("mto", {}), ("mto", {"leaf_order": "join_key"}), ("pando", {"trees": 2})]
+    alone = [_checksum(spark, rows, frames, optimizer, queries, settings=extra) for optimizer, extra in kinds]
+    flaggings = []
+    featurize = in_memory._featurize
+    monkeypatch.setattr(in_memory, "_featurize", lambda *args: flaggings.append(1) or featurize(*args))
+    featurized = Featurized()
+    try:
+        shared = [_checksum(spark, rows, frames, optimizer, queries, featurized=featurized, settings=extra)
+                  for optimizer, extra in kinds]
+    finally:
+        featurized.release()
+    assert shared == alone
+    assert len(flaggings) == 1
