@@ -185,14 +185,14 @@ class TableQueries:
         )
 
         orderable = set(table.orderable_columns)
+        induced = induced_columns(self.analyses, self.table, self.key_hops) if self.is_fact else []
         matrices = workload_matrices(self.analyses, self.table, self.key_hops, [c.predicate for c in cuts])
         return PlanWorkload(
             tuple(map(tuple, matrices.implies.tolist())), tuple(map(tuple, matrices.disjoint.tolist())),
             tuple(c for c in filtered_columns(self.analyses, self.table, 10 ** 6) if c in orderable),
             tuple(c for c, _ in range_filtered_columns(self.analyses, self.table) if c in orderable),
             self.held_out_cuts(matrices, cuts),
-            tuple(c for c, _ in induced_columns(self.analyses, self.table, self.key_hops)
-                  if c in orderable and self.is_fact))
+            tuple(c for c, _ in induced if c in orderable))
 
     @property
     def is_fact(self) -> bool:

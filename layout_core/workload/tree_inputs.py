@@ -206,14 +206,16 @@ def workload_matrices(analyses: Sequence[QueryAnalysis], table: str, key_hops,
     return Workload(imp, dis)
 
 
-def _column_counts(analyses: Sequence[QueryAnalysis], table: str, keep=lambda atom: True
+def _column_counts(analyses: Sequence[QueryAnalysis], table: str, keep=lambda atom: True, key_hops=None
                    ) -> list[tuple[str, int]]:
-    """(column, references) of `table`'s columns in the kept filter atoms, most often
-    first (ties: by name); a reference counts once per column."""
+    """(column, references) of `table`'s columns in the kept filter atoms (with `key_hops`:
+    the atoms of the whole predicate, join-induced ones included), most often first (ties:
+    by name); a reference counts once per column."""
     counts = Counter()
     for a in analyses:
         for ref in a.refs_of_table(table):
-            counts.update({c for atom in atoms(a.filter(ref.key)) if keep(atom) for c in atom.columns()})
+            p = a.filter(ref.key) if key_hops is None else a.predicate(ref.key, key_hops)
+            counts.update({c for atom in atoms(p) if keep(atom) for c in atom.columns()})
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
@@ -229,12 +231,7 @@ def induced_columns(analyses: Sequence[QueryAnalysis], table: str, key_hops) -> 
     """(column, references) of `table`'s foreign keys through which filters on the tables
     they reference reach it (the columns of the join-induced atoms of its predicates), most
     often first (ties: by name); a reference counts once per column."""
-    counts = Counter()
-    for a in analyses:
-        for ref in a.refs_of_table(table):
-            counts.update({atom.column.name for atom in atoms(a.predicate(ref.key, key_hops))
-                           if isinstance(atom, JoinInduced)})
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return _column_counts(analyses, table, lambda atom: isinstance(atom, JoinInduced), key_hops)
 
 
 def is_range_atom(p: Predicate) -> bool:

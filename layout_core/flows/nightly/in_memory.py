@@ -72,10 +72,9 @@ def lay_out_in_memory(table: TableSchema, rows, frames: Mapping[str, Any], optim
     chosen = get_optimizer(optimizer)
     resolved = chosen.resolve(settings)
     cuts = usable_cuts(table.name, chosen.choose_cuts(queries, resolved), frames)
-    if featurized is None:
-        flagged, workload = _featurize(table, rows, frames, cuts, queries)
-    else:
-        flagged, workload = featurized.get(table, rows, frames, cuts, queries)
+    shared = featurized is not None
+    featurized = featurized if shared else Featurized()
+    flagged, workload = featurized.get(table, rows, frames, cuts, queries)
     seconds["featurize"] = time.monotonic() - started
 
     started = time.monotonic()
@@ -90,7 +89,7 @@ def lay_out_in_memory(table: TableSchema, rows, frames: Mapping[str, Any], optim
     started = time.monotonic()
     blocked = with_plan_blocks(flagged, plan).cache()
     blocked.count()
-    if featurized is None:
-        flagged.unpersist()
+    if not shared:
+        featurized.release()
     seconds["assign"] = time.monotonic() - started
     return TableLayout(plan, cuts, blocked, {k: round(v, 3) for k, v in seconds.items()})
