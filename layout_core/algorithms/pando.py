@@ -298,11 +298,13 @@ class _Forest:
             wr = self.reads[v] * self.weights  # (chunk, Q): w_q if q reads v
             self.gain_of_vector[v] = np.where(self.vectors[v], wr @ self.dis_f, wr @ self.imp_f)
 
-    def _dropped_gains(self, vec: np.ndarray, stopped: np.ndarray, qs: np.ndarray) -> np.ndarray:
-        """-(G[v]'s terms of the queries that stopped reading v): `stopped` (len(vec), len(qs))
-        marks, per vector, which of the queries `qs` no longer read it."""
+    def _dropped_gains(self, vec: np.ndarray, stopped: np.ndarray, qs: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """-(G[v, cols]'s terms of the queries that stopped reading v): `stopped`
+        (len(vec), len(qs)) marks, per vector, which of the queries `qs` no longer read it."""
         ws = (stopped * self.weights[qs]).astype(self.drop_type)
-        return -np.where(self.vectors[vec], ws @ self.dis_d[qs], ws @ self.imp_d[qs]).astype(np.float64)
+        by_cut = np.ix_(qs, cols)
+        return -np.where(self.vectors[np.ix_(vec, cols)], ws @ self.dis_d[by_cut], ws @ self.imp_d[by_cut]
+                         ).astype(np.float64)
 
     def _rescore_leaves(self, tree: _Tree, nodes) -> None:
         """The best valid split (gain, cut; lowest cut among ties) of each leaf, from its sums."""
@@ -365,17 +367,21 @@ class _Forest:
         changed = idx[counted]
         if self.integer_weights:
             # Only the few queries that imply or are disjoint with the cut can stop reading a
-            # vector: G drops by their terms (exact in integers), not a product over all Q.
+            # vector: G drops by their terms (exact in integers), not a product over all Q, and
+            # only in the cuts those queries imply or are disjoint with (`cols`; a few of m).
             qs = np.flatnonzero(self.imp[:, cut] | self.dis[:, cut])
-            change = self._dropped_gains(changed, newly[counted][:, qs], qs)
-            self.gain_of_vector[changed] += change
+            cols = np.flatnonzero((self.imp[qs] | self.dis[qs]).any(axis=0))
+            change = self._dropped_gains(changed, newly[counted][:, qs], qs, cols)
+            self.gain_of_vector[np.ix_(changed, cols)] += change
         else:
+            cols = np.arange(self.vectors.shape[1])
             old = self.gain_of_vector[changed]
             self._rescore_vectors(changed)
             change = self.gain_of_vector[changed] - old
-        delta = self.counts_f[changed, None] * change
+        delta = self.counts_f[changed, None] * change  # (changed vectors, cols)
         # The split leaf's sums go to its children: the smaller one summed, the other the rest.
-        parent_sum = tree.gain_sum.pop(node) + delta.sum(axis=0)
+        parent_sum = tree.gain_sum.pop(node).copy()
+        parent_sum[cols] += delta.sum(axis=0)
         parent_bits = tree.bit_rows.pop(node)
         small, big = (left, right) if tree.idx[left].size <= tree.idx[right].size else (right, left)
         s_idx = tree.idx[small]
@@ -387,7 +393,7 @@ class _Forest:
         if changed.size:
             for other in self.trees:
                 if other is not tree:
-                    self._rescore_leaves(other, _add_by_leaf(other, other.leaf_of[changed], delta))
+                    self._rescore_leaves(other, _add_by_leaf(other, other.leaf_of[changed], delta, cols))
 
     def _split_cells(self, idx: np.ndarray, bit: np.ndarray) -> None:
         """The split leaf's bit-0 vectors move to new cells; a cell with rows on
@@ -408,15 +414,17 @@ class _Forest:
         return tuple(tree.root() for tree in self.trees)
 
 
-def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray) -> list[int]:
-    """Add each row of `delta` to the gain sums of its leaf; the leaves touched."""
+def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray, cols: np.ndarray) -> list[int]:
+    """Add each row of `delta` to the gain sums of its leaf, in the cuts `cols`; the leaves touched."""
     order = np.argsort(leaf_of_row, kind="stable")
     sorted_leaves = leaf_of_row[order]
     starts = np.flatnonzero(np.r_[True, sorted_leaves[1:] != sorted_leaves[:-1]])
     sums = np.add.reduceat(delta[order], starts, axis=0)
     touched = sorted_leaves[starts].tolist()
     for leaf, add in zip(touched, sums):
-        tree.gain_sum[leaf] = tree.gain_sum[leaf] + add
+        summed = tree.gain_sum[leaf].copy()
+        summed[cols] += add
+        tree.gain_sum[leaf] = summed
     return touched
 
 
@@ -465,9 +473,12 @@ def grow_within_bound(
       passing candidate look for a smaller passing threshold.
 
     With `max_threshold` (Pando's phase assumes leaves of at most one block:
-    pass `block_rows`), the doubling stops there: t0, 2·t0, ... and
-    `max_threshold` itself are tried, and if none passes, `TupleBoundError`
-    says how many k-tuples the trees make at `max_threshold`.
+    pass `block_rows`), `max_threshold` itself is probed first: if it fails,
+    `TupleBoundError` says how many k-tuples the trees make there, and no
+    smaller threshold is tried (finer leaves make more cells; on a large
+    table each failing probe costs as much as a fit, and `choose_k` meets
+    such a k on every half). Otherwise the doubling t0, 2·t0, ... stops at
+    `max_threshold`.
 
     The cell count is not monotone in the threshold (other greedy choices), so
     the result is the smallest passing threshold among those probed; it always
@@ -497,6 +508,8 @@ def grow_within_bound(
         # A probe at t that failed with every split leaving >= c rows on each side fails
         # at any threshold in [t, c] too: each split it chose is valid there and still the
         # best (the valid splits are fewer), so the same trees grow past the bound.
+        if threshold in grown:
+            return grown[threshold].n_tuples <= max_tuples
         known = next((t_ for t_, c in failed if t_ <= threshold <= c), None)
         if known is not None:
             grown[threshold] = grown[known]
@@ -512,15 +525,16 @@ def grow_within_bound(
         return ok
 
     if max_threshold is not None:
-        t = min(t, max(1, int(max_threshold)))
+        max_threshold = max(1, int(max_threshold))
+        t = min(t, max_threshold)
+        if not passes(max_threshold):
+            raise TupleBoundError(k, max_threshold, grown[max_threshold].n_tuples, max_tuples)
     first = t
     failing = None
-    while not passes(t):
-        if max_threshold is not None and t >= max_threshold:
-            raise TupleBoundError(k, t, grown[t].n_tuples, max_tuples)
+    while not passes(t):  # ends: at max_threshold, or at one cell
         failing, t = t, 2 * t
         if max_threshold is not None:
-            t = min(t, int(max_threshold))
+            t = min(t, max_threshold)
     passing = t
     for _ in range(refine_steps):
         if failing is None or passing - failing <= 1:

@@ -583,15 +583,20 @@ def test_a_raised_threshold_is_said_and_the_trees_come_with_it(caplog):
     assert grown.n_tuples == 1 and grown.trees == (L(0, [0, 1, 2, 3], 100), L(0, [0, 1, 2, 3], 100))
 
 
-def test_the_threshold_stops_at_one_block_when_asked():
-    # Thresholds 3, 6, 12 and then 20 itself (not 24) are tried: every one
-    # lets both trees cut 50/50, 4 k-tuples, more than the bound of 1.
-    with pytest.raises(TupleBoundError, match=r"k = 2: the trees make more than 1 k-tuples \(at least 2\) even "
-                                              r"with leaves of 20 sampled rows") as raised:
+def test_the_threshold_stops_at_one_block_when_asked(caplog):
+    # The cap, 20, is probed first: both trees cut 50/50, more k-tuples than
+    # the bound of 1 (the probe stops at 2), so the finer 3, 6 and 12 are not tried.
+    with caplog.at_level(logging.INFO, "layout_core.algorithms.pando"), \
+            pytest.raises(TupleBoundError, match=r"k = 2: the trees make more than 1 k-tuples \(at least 2\) even "
+                                                 r"with leaves of 20 sampled rows") as raised:
         grow_within_bound(XY, XY_WL, 2, 20, max_tuples=1, max_threshold=20)
     assert (raised.value.k, raised.value.threshold, raised.value.bound) == (2, 20, 1)
-    # A bound the first threshold meets: the cap changes nothing.
+    probes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pando threshold")]
+    assert probes == ["pando threshold 20: stopped at 2 k-tuples (bound 1)"]
+    # A bound the cap meets: then the smallest passing threshold from t0 up, as without it.
     assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=4, max_threshold=20).threshold == 3
+    # t0 = 25 and 50 cut 50/50 (4 cells), 100 passes (one cell), bisection 75, 62, 56 pass.
+    assert grow_within_bound(XY, XY_WL, 2, 200, max_tuples=1, max_threshold=200).threshold == 56
     # A cap below the first candidate is the only one tried.
     assert grow_within_bound(XY, XY_WL, 2, 20, max_tuples=4, max_threshold=2).threshold == 2
 
