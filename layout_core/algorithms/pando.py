@@ -416,11 +416,11 @@ class _Forest:
 
 def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray, cols: np.ndarray) -> list[int]:
     """Add each row of `delta` to the gain sums of its leaf, in the cuts `cols`; the leaves touched."""
-    order = np.argsort(leaf_of_row, kind="stable")
-    sorted_leaves = leaf_of_row[order]
-    starts = np.flatnonzero(np.r_[True, sorted_leaves[1:] != sorted_leaves[:-1]])
-    sums = np.add.reduceat(delta[order], starts, axis=0)
-    touched = sorted_leaves[starts].tolist()
+    nodes = len(tree.idx)
+    touched = np.flatnonzero(np.bincount(leaf_of_row, minlength=nodes))
+    by_cut = np.ascontiguousarray(delta.T)
+    sums = np.stack([np.bincount(leaf_of_row, weights=row, minlength=nodes)[touched] for row in by_cut], axis=1)
+    touched = touched.tolist()
     for leaf, add in zip(touched, sums):
         summed = tree.gain_sum[leaf].copy()
         summed[cols] += add
@@ -468,7 +468,9 @@ def grow_within_bound(
     * otherwise: try t0 = `min_threshold` (default ceil(block_rows / 8), at
       least 1), 2·t0, 4·t0, ... until `top_down` at that threshold gives at most
       `max_tuples` non-empty k-tuples (`k_tuples`); this ends, since once
-      2·t exceeds the rows no split is valid and there is one cell. Then up to
+      2·t exceeds the rows no split is valid and there is one cell. When t0
+      fails, the last candidate at or below `block_rows` is probed next, and
+      if it fails too the candidates between are skipped. Then up to
       `refine_steps` bisection probes between the last failing and the first
       passing candidate look for a smaller passing threshold.
 
@@ -530,11 +532,17 @@ def grow_within_bound(
         if not passes(max_threshold):
             raise TupleBoundError(k, max_threshold, grown[max_threshold].n_tuples, max_tuples)
     first = t
+    # Without a cap, t0 failing sends the doubling to its last step at or below one
+    # block: if that fails too, the steps between are not probed (finer leaves make
+    # more cells); if it passes, they are, so the result is the plain doubling's.
+    one_block = t << max(0, (int(block_rows) // t).bit_length() - 1)
     failing = None
     while not passes(t):  # ends: at max_threshold, or at one cell
         failing, t = t, 2 * t
         if max_threshold is not None:
             t = min(t, max_threshold)
+        elif t < one_block and not passes(one_block):
+            failing, t = one_block, 2 * one_block
     passing = t
     for _ in range(refine_steps):
         if failing is None or passing - failing <= 1:

@@ -840,13 +840,33 @@ def test_a_failed_threshold_probe_also_fails_up_to_its_smallest_leaf(inst, k, th
 
 def test_probes_a_failed_one_predicts_are_not_run(caplog):
     # XY, k = 2, at most 3 k-tuples. Threshold 3 (ceil(20 / 8)) cuts tree 0 on cut 0
-    # and tree 1 on cut 1, leaves of 50 rows, and stops at 4 cells. 6, 12, 24 and 48
-    # would grow the same trees (every leaf it made has >= 50 rows): not run. At
-    # 96 no split is valid: one cell.
+    # and tree 1 on cut 1, leaves of 50 rows, and stops at 4 cells. The doubling
+    # goes on at 12, its last step within one block (20 rows; 6 is skipped), then
+    # 24 and 48: they would grow the same trees (every leaf it made has >= 50
+    # rows), so none is run. At 96 no split is valid: one cell.
     with caplog.at_level(logging.INFO, "layout_core.algorithms.pando"):
         grown = grow_within_bound(XY, XY_WL, 2, 20, max_tuples=3, refine_steps=0)
     probes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("pando threshold")]
     assert probes == ["pando threshold 3: stopped at 4 k-tuples (bound 3)"] + [
-        f"pando threshold {t}: fails as at 3 (its splits all left more rows)" for t in (6, 12, 24, 48)] + [
+        f"pando threshold {t}: fails as at 3 (its splits all left more rows)" for t in (12, 24, 48)] + [
         "pando threshold 96: 1 k-tuples (bound 3)"]
     assert grown.threshold == 96 and grown.n_tuples == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("bound", [12, 70])
+def test_the_jump_to_one_block_finds_the_plain_doublings_threshold(seed, bound):
+    # Without a cap, a failing t0 sends the search to its last doubling within one
+    # block (40 rows): it fails at every seed with a bound of 12 (the steps between
+    # are skipped), and passes at some with 70 (they are probed; at one t0 passes). The threshold
+    # found is the first passing one of t0, 2·t0, 4·t0, ..., probed here one by one.
+    rng = np.random.default_rng(seed)
+    m, q = 8, 12
+    vc = VectorCounts.from_rows(rng.random((600, m)) < 0.5, np.ones(m))
+    state = rng.integers(0, 3, size=(q, m)) * (rng.random((q, m)) < 0.5)
+    wl = Workload(state == 1, state == 2)
+    block_rows = 40
+    t = 5  # ceil(40 / 8)
+    while k_tuples(top_down(vc, wl, 2, t), vc)[1].shape[0] > bound:
+        t *= 2
+    assert grow_within_bound(vc, wl, 2, block_rows, max_tuples=bound, refine_steps=0).threshold == t
