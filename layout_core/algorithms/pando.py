@@ -36,6 +36,7 @@ never reads more, and `truncate` does not change what the second reads.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -186,17 +187,38 @@ def top_down(
 
 
 def _grow(vc: VectorCounts, workload: Workload, k: int, threshold: int, allowed_cuts, progress: bool,
-          max_tuples: int | None = None, first_tree: Node | None = None) -> "_Forest":
+          max_tuples: int | None = None, first_tree: Node | None = None, resume: "_Forest | None" = None,
+          keep_levels: Sequence[int] = ()) -> "_Forest":
     """`top_down`'s growth; with `max_tuples`, it stops as soon as the trees make
     more non-empty k-tuples than that (splits never merge cells, so the count
     only grows: such a threshold fails, whatever comes next). `first_tree`:
-    tree 0 is that tree, never split further (see `top_down`)."""
-    forest = _Forest(vc, workload, k, int(threshold), cut_mask(allowed_cuts, vc.m))
-    if first_tree is not None:
-        forest.replay(0, first_tree)
+    tree 0 is that tree, never split further (see `top_down`).
+
+    `resume`: a copy of that forest (a state `keep_levels` kept, grown with the
+    same inputs) grows on instead of a new one. `keep_levels`: for each level
+    L above `threshold`, the state just before the first split that leaves
+    fewer than L rows on a side is kept in the result's `kept[L]`. Growth at
+    any threshold t in [threshold, L] makes the same splits up to that state
+    (each was valid at t and the best of more candidates), so it may resume
+    there (`grow_within_bound`'s later probes)."""
+    if resume is None:
+        forest = _Forest(vc, workload, k, int(threshold), cut_mask(allowed_cuts, vc.m))
+        if first_tree is not None:
+            forest.replay(0, first_tree)
+    else:
+        forest = resume.copy_at(int(threshold))
+    # a level above a resumed state's smallest leaf is out of reach: a split before it left fewer rows
+    pending = {int(level) for level in keep_levels if threshold < level <= forest.smallest_child}
     reporter = _Progress(progress, f"pando top_down (k={k})", "split", _LOG_EVERY)
     while (choice := forest.best_split()) is not None:
+        smaller = forest.smaller_side(*choice)
+        reached = {level for level in pending if smaller < level}  # all splits so far left >= level rows
+        if reached:
+            state = forest.copy_at(forest.threshold)
+            forest.kept.update(dict.fromkeys(reached, state))
+            pending -= reached
         forest.split(*choice)
+        forest.greedy_splits += 1
         rows = forest.trees[choice[0]].rows
         forest.smallest_child = min(forest.smallest_child, rows[-1], rows[-2])  # the two new leaves
         reporter.step(f"{forest.n_leaves()} leaves")
@@ -242,6 +264,17 @@ class _Tree:
         self.best_cut = np.concatenate((self.best_cut, [-1, -1]))
         return first, first + 1
 
+    def copied(self) -> "_Tree":
+        """A copy to grow apart: the lists and arrays changed in place are copied; the
+        per-leaf arrays (replaced, never changed in place) are shared."""
+        twin = copy.copy(self)
+        for name in ("idx", "rows", "cut", "left", "right", "order"):
+            setattr(twin, name, list(getattr(self, name)))
+        for name in ("leaf_of", "best_gain", "best_cut"):
+            setattr(twin, name, getattr(self, name).copy())
+        twin.gain_sum, twin.bit_rows = dict(self.gain_sum), dict(self.bit_rows)
+        return twin
+
     def root(self) -> Node:
         leaf_id = {node: i for i, node in enumerate(self.order)}
         built: dict[int, Node] = {}
@@ -258,6 +291,8 @@ class _Forest:
 
     def __init__(self, vc: VectorCounts, workload: Workload, k: int, threshold: int, allowed: np.ndarray):
         self.smallest_child = np.inf  # rows of the smallest leaf a greedy split made (`_grow`)
+        self.greedy_splits = 0  # splits `_grow` chose (not `replay`'s)
+        self.kept: dict[int, _Forest] = {}  # states kept for later thresholds (`_grow`'s keep_levels)
         self.vectors = vc.vectors
         self.counts = vc.counts
         self.counts_f = vc.counts.astype(np.float64)
@@ -322,6 +357,27 @@ class _Forest:
             j = int(np.argmax(gains))
             if gains[j] > self.tolerance:
                 tree.best_gain[node], tree.best_cut[node] = gains[j], j
+
+    def copy_at(self, threshold: int) -> "_Forest":
+        """This forest's state to grow on at `threshold` (its inputs shared, read only):
+        every leaf's best valid split found again for the new threshold."""
+        twin = copy.copy(self)
+        twin.reads = self.reads.copy()
+        twin.gain_of_vector = self.gain_of_vector.copy()
+        twin.cell_of = self.cell_of.copy()
+        twin.trees = [tree.copied() for tree in self.trees]
+        twin.frozen = set(self.frozen)
+        twin.kept = {}
+        twin.threshold = threshold
+        for tree in twin.trees:
+            twin._rescore_leaves(tree, tree.order)
+        return twin
+
+    def smaller_side(self, t: int, node: int, cut: int) -> float:
+        """Rows of the smaller child splitting `node` of tree t on `cut` would make."""
+        tree = self.trees[t]
+        left = float(tree.bit_rows[node][cut])
+        return min(left, tree.rows[node] - left)
 
     def replay(self, t: int, root: Node) -> None:
         """Make tree t `root`'s splits, then freeze it (no further split)."""
@@ -428,6 +484,9 @@ def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray, cols: 
     return touched
 
 
+_KEPT_STATES = 4  # states of earlier threshold probes kept to resume from (`grow_within_bound`)
+
+
 class TupleBoundError(ValueError):
     """The trees make more k-tuples than the bound even at the largest threshold allowed."""
 
@@ -482,6 +541,13 @@ def grow_within_bound(
     such a k on every half). Otherwise the doubling t0, 2·t0, ... stops at
     `max_threshold`.
 
+    A probe need not grow from the root: a probe at t keeps its state just
+    before its first split that leaves fewer rows than a threshold probed next
+    (up to `_KEPT_STATES` states), and a later probe at a threshold between
+    t and that level goes on from there, with the same result (see `_grow`).
+    On large tables most of a probe's time is its first splits, which later
+    probes share.
+
     The cell count is not monotone in the threshold (other greedy choices), so
     the result is the smallest passing threshold among those probed; it always
     passes. Thresholds below t0 are not tried, though they might capture finer
@@ -505,8 +571,11 @@ def grow_within_bound(
     t = max(1, t)
     grown: dict[int, Grown] = {}
     failed: list[tuple[int, float]] = []  # (threshold, smallest leaf its splits made) of failing probes
+    # States of earlier probes to resume from: (threshold grown at, level, forest), see `_grow`.
+    states: list[tuple[int, int, _Forest]] = []
+    bounds = [0, np.inf]  # thresholds between them may still be probed: the largest failing, the smallest passing
 
-    def passes(threshold: int) -> bool:
+    def passes(threshold: int, keep: Sequence[int] = ()) -> bool:
         # A probe at t that failed with every split leaving >= c rows on each side fails
         # at any threshold in [t, c] too: each split it chose is valid there and still the
         # best (the valid splits are fewer), so the same trees grow past the bound.
@@ -517,14 +586,29 @@ def grow_within_bound(
             grown[threshold] = grown[known]
             log.info("pando threshold %d: fails as at %d (its splits all left more rows)", threshold, known)
             return False
-        forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples, first_tree)
+        usable = [(state.greedy_splits, at) + (state,) for at, level, state in states if at <= threshold <= level]
+        resume = max(usable, key=lambda u: u[0], default=None)
+        if resume is not None:
+            log.info("pando threshold %d: the first %d splits are those grown at %d", threshold, *resume[:2])
+        forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples, first_tree,
+                       resume=None if resume is None else resume[2], keep_levels=keep)
         grown[threshold] = Grown(threshold, forest.roots(), forest.n_cells)
         ok = forest.n_cells <= max_tuples
         if not ok:
             failed.append((threshold, forest.smallest_child))
         log.info("pando threshold %d: %s%d k-tuples (bound %d)", threshold, "" if ok else "stopped at ",
                  forest.n_cells, max_tuples)
+        bounds[ok] = min(bounds[1], threshold) if ok else max(bounds[0], threshold)
+        states.extend((threshold, level, state) for level, state in forest.kept.items())
+        states[:] = [s for s in states if s[1] > bounds[0] and s[0] < bounds[1]]
+        states.sort(key=lambda s: -s[2].greedy_splits)
+        del states[_KEPT_STATES:]  # each holds a copy of the per-vector gains
         return ok
+
+    def ahead(t_: int, following: int) -> tuple[int, ...]:
+        """The thresholds probed next if t_ fails: `following`, and the bisection's first two
+        probes below it should `following` pass."""
+        return following, (t_ + following) // 2, (3 * t_ + following) // 4
 
     if max_threshold is not None:
         max_threshold = max(1, int(max_threshold))
@@ -536,19 +620,23 @@ def grow_within_bound(
     # block: if that fails too, the steps between are not probed (finer leaves make
     # more cells); if it passes, they are, so the result is the plain doubling's.
     one_block = t << max(0, (int(block_rows) // t).bit_length() - 1)
+
+    def following(t_: int) -> int:
+        return min(2 * t_, max_threshold) if max_threshold is not None else 2 * t_
+
+    keep = ahead(t, following(t)) + ((one_block,) if max_threshold is None and 2 * t < one_block else ())
     failing = None
-    while not passes(t):  # ends: at max_threshold, or at one cell
-        failing, t = t, 2 * t
-        if max_threshold is not None:
-            t = min(t, max_threshold)
-        elif t < one_block and not passes(one_block):
+    while not passes(t, keep):  # ends: at max_threshold, or at one cell
+        failing, t = t, following(t)
+        if max_threshold is None and t < one_block and not passes(one_block, ahead(one_block, 2 * one_block)):
             failing, t = one_block, 2 * one_block
+        keep = ahead(t, following(t))
     passing = t
     for _ in range(refine_steps):
         if failing is None or passing - failing <= 1:
             break
         mid = (failing + passing) // 2
-        if passes(mid):
+        if passes(mid, ((mid + passing) // 2,)):
             passing = mid
         else:
             failing = mid

@@ -870,3 +870,43 @@ def test_the_jump_to_one_block_finds_the_plain_doublings_threshold(seed, bound):
     while k_tuples(top_down(vc, wl, 2, t), vc)[1].shape[0] > bound:
         t *= 2
     assert grow_within_bound(vc, wl, 2, block_rows, max_tuples=bound, refine_steps=0).threshold == t
+
+
+def random_table(seed: int, rows: int = 300, m: int = 7, q: int = 10) -> tuple[VectorCounts, Workload]:
+    rng = np.random.default_rng(seed)
+    vc = VectorCounts.from_rows(rng.random((rows, m)) < 0.5, np.ones(m))
+    state = rng.integers(0, 3, size=(q, m)) * (rng.random((q, m)) < 0.5)
+    return vc, Workload(state == 1, state == 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 3), st.lists(st.integers(0, 40), min_size=3, max_size=3),
+       st.integers(4, 40))
+def test_growth_resumed_from_a_kept_state_is_growth_from_scratch(seed, k, steps, bound):
+    # A state kept for level L by a probe at t serves any threshold in [t, L]: the
+    # trees, cells and smallest leaf grown on from it are those of a new growth
+    # there, also when the probe that kept it had itself resumed.
+    vc, wl = random_table(seed)
+    first, second, level = np.cumsum(np.array(steps) + 1).tolist()
+    probe = pando._grow(vc, wl, k, first, None, False, bound, keep_levels=(second, level))
+    if second not in probe.kept:
+        return
+    again = pando._grow(vc, wl, k, second, None, False, bound, resume=probe.kept[second], keep_levels=(level,))
+    for state in (probe.kept.get(level), again.kept.get(level)):
+        for at in sorted({second, (second + level) // 2, level}):
+            if state is None:
+                break
+            resumed = pando._grow(vc, wl, k, at, None, False, bound, resume=state)
+            fresh = pando._grow(vc, wl, k, at, None, False, bound)
+            assert resumed.roots() == fresh.roots()
+            assert (resumed.n_cells, resumed.smallest_child) == (fresh.n_cells, fresh.smallest_child)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 8])  # 8: two probes resume
+def test_resumed_probes_choose_the_threshold_and_trees_new_probes_do(seed, monkeypatch, caplog):
+    vc, wl = random_table(seed, rows=900, m=9, q=14)
+    with caplog.at_level(logging.INFO, "layout_core.algorithms.pando"):
+        resumed = grow_within_bound(vc, wl, 3, 64, max_tuples=20)
+    assert "splits are those grown at" in caplog.text  # some probe resumed
+    monkeypatch.setattr(pando, "_KEPT_STATES", 0)  # no state kept: every probe grows from the root
+    assert grow_within_bound(vc, wl, 3, 64, max_tuples=20) == resumed
