@@ -586,22 +586,26 @@ def grow_within_bound(
             grown[threshold] = grown[known]
             log.info("pando threshold %d: fails as at %d (its splits all left more rows)", threshold, known)
             return False
-        usable = [(state.greedy_splits, at) + (state,) for at, level, state in states if at <= threshold <= level]
-        resume = max(usable, key=lambda u: u[0], default=None)
-        if resume is not None:
-            log.info("pando threshold %d: the first %d splits are those grown at %d", threshold, *resume[:2])
+        resume = max(((state, at) for at, level, state in states if at <= threshold <= level),
+                     key=lambda pair: pair[0].greedy_splits, default=(None, None))
+        if resume[0] is not None:
+            log.info("pando threshold %d: the first %d splits are those grown at %d", threshold,
+                     resume[0].greedy_splits, resume[1])
         forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples, first_tree,
-                       resume=None if resume is None else resume[2], keep_levels=keep)
+                       resume=resume[0], keep_levels=keep)
         grown[threshold] = Grown(threshold, forest.roots(), forest.n_cells)
         ok = forest.n_cells <= max_tuples
         if not ok:
             failed.append((threshold, forest.smallest_child))
         log.info("pando threshold %d: %s%d k-tuples (bound %d)", threshold, "" if ok else "stopped at ",
                  forest.n_cells, max_tuples)
-        bounds[ok] = min(bounds[1], threshold) if ok else max(bounds[0], threshold)
+        if ok:
+            bounds[1] = min(bounds[1], threshold)
+        else:
+            bounds[0] = max(bounds[0], threshold)
         states.extend((threshold, level, state) for level, state in forest.kept.items())
-        states[:] = [s for s in states if s[1] > bounds[0] and s[0] < bounds[1]]
-        states.sort(key=lambda s: -s[2].greedy_splits)
+        states[:] = [(at, level, state) for at, level, state in states if level > bounds[0] and at < bounds[1]]
+        states.sort(key=lambda entry: -entry[2].greedy_splits)
         del states[_KEPT_STATES:]  # each holds a copy of the per-vector gains
         return ok
 
