@@ -484,7 +484,7 @@ def _add_by_leaf(tree: _Tree, leaf_of_row: np.ndarray, delta: np.ndarray, cols: 
     return touched
 
 
-_KEPT_STATES = 4  # states of earlier threshold probes kept to resume from (`grow_within_bound`)
+_KEPT_BYTES = 1 << 30  # states of earlier threshold probes kept to resume from, at most (`grow_within_bound`)
 
 
 class TupleBoundError(ValueError):
@@ -543,7 +543,7 @@ def grow_within_bound(
 
     A probe need not grow from the root: a probe at t keeps its state just
     before its first split that leaves fewer rows than a threshold probed next
-    (up to `_KEPT_STATES` states), and a later probe at a threshold between
+    (states of up to `_KEPT_BYTES` in all), and a later probe at a threshold between
     t and that level goes on from there, with the same result (see `_grow`).
     On large tables most of a probe's time is its first splits, which later
     probes share.
@@ -574,6 +574,8 @@ def grow_within_bound(
     # States of earlier probes to resume from: (threshold grown at, level, forest), see `_grow`.
     states: list[tuple[int, int, _Forest]] = []
     bounds = [0, np.inf]  # thresholds between them may still be probed: the largest failing, the smallest passing
+    state_bytes = 8 * vc.n * vc.m + vc.n * workload.n_queries  # the per-vector gains and reads a state copies
+    kept_states = int(_KEPT_BYTES // max(1, state_bytes))
 
     def passes(threshold: int, keep: Sequence[int] = ()) -> bool:
         # A probe at t that failed with every split leaving >= c rows on each side fails
@@ -592,7 +594,7 @@ def grow_within_bound(
             log.info("pando threshold %d: the first %d splits are those grown at %d", threshold,
                      resume[0].greedy_splits, resume[1])
         forest = _grow(vc, workload, k, threshold, allowed_cuts, progress, max_tuples, first_tree,
-                       resume=resume[0], keep_levels=keep)
+                       resume=resume[0], keep_levels=keep[:kept_states])
         grown[threshold] = Grown(threshold, forest.roots(), forest.n_cells)
         ok = forest.n_cells <= max_tuples
         if not ok:
@@ -606,7 +608,7 @@ def grow_within_bound(
         states.extend((threshold, level, state) for level, state in forest.kept.items())
         states[:] = [(at, level, state) for at, level, state in states if level > bounds[0] and at < bounds[1]]
         states.sort(key=lambda entry: -entry[2].greedy_splits)
-        del states[_KEPT_STATES:]  # each holds a copy of the per-vector gains
+        del states[kept_states:]  # each holds a copy of the per-vector gains
         return ok
 
     def ahead(t_: int, following: int) -> tuple[int, ...]:
@@ -628,7 +630,7 @@ def grow_within_bound(
     def following(t_: int) -> int:
         return min(2 * t_, max_threshold) if max_threshold is not None else 2 * t_
 
-    keep = ahead(t, following(t)) + ((one_block,) if max_threshold is None and 2 * t < one_block else ())
+    keep = ((one_block,) if max_threshold is None and 2 * t < one_block else ()) + ahead(t, following(t))
     failing = None
     while not passes(t, keep):  # ends: at max_threshold, or at one cell
         failing, t = t, following(t)

@@ -908,5 +908,5 @@ def test_resumed_probes_choose_the_threshold_and_trees_new_probes_do(seed, monke
     with caplog.at_level(logging.INFO, "layout_core.algorithms.pando"):
         resumed = grow_within_bound(vc, wl, 3, 64, max_tuples=20)
     assert "splits are those grown at" in caplog.text  # some probe resumed
-    monkeypatch.setattr(pando, "_KEPT_STATES", 0)  # no state kept: every probe grows from the root
+    monkeypatch.setattr(pando, "_KEPT_BYTES", 0)  # no state kept: every probe grows from the root
     assert grow_within_bound(vc, wl, 3, 64, max_tuples=20) == resumed
