@@ -56,6 +56,7 @@ from sqlglot import exp
 
 from layout_core.base.names import BLOCK_ID_COLUMN, BLOCK_INDEX_COLUMN
 from layout_core.bench import inputcut
+from layout_core.bench.checkpoints import Checkpoints
 from layout_core.catalog import BlockRecord
 from layout_core.flows.nightly.in_memory import Featurized, lay_out_in_memory
 from layout_core.optimizers import TableQueries
@@ -217,6 +218,10 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     key_bytes: dict[str, int] = {}  # literal keys of a join-induced cut, by its SQL
     table_rows: dict[str, int] = {}
     folders = work / f"blocks_{data.name}_b{block_rows}"
+    # a run stopped halfway goes on from the (layout, table) pairs it measured
+    checkpoints = Checkpoints(work / f"checkpoints_{data.name}_b{block_rows}",
+                              (data.name, sorted(data.info.items()), block_rows, [q.sql for q in train_q],
+                               tree_settings))
     e2e = None
     try:
         tables = {t: spark.read.parquet(str(paths[t])).cache() for t in schema.tables}
@@ -228,42 +233,20 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
             featurized = Featurized()  # the layouts choosing the same cuts flag the rows once
             for kind in layouts:
                 extra = tree_settings if optimizers[kind] in ("qdtree", "mto", "pando") else None
-                laid = lay_out_in_memory(table, tables[name], tables, optimizers[kind],
-                                         layout_settings(kind, name, block_rows, extra, data.sort_keys),
-                                         table_queries, featurized)
-                blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX_COLUMN, BLOCK_ID_COLUMN)
-                # without diPs every row routes on min/max alone: range sets (a sorted set of
-                # each column's values per block) would be computed for nothing
-                summaries = summarize_blocks(blocked, table, 0, max(RANGE_SET_SWEEP) if dips else 1)
-                bits = block_bits(blocked, len(laid.cuts), laid.plan.routing_trees(), BLOCK_ID_COLUMN)
-                lineage = {block: b.leaves for block, b in bits.items()}
-                for cut in laid.cuts:
-                    if cut.kind == "join_induced" and cut.sql not in key_bytes:
-                        key_bytes[cut.sql] = len(literal_keys(tables, cut.predicate).serialize())
-                nodes = tree_records(laid.plan)
-                index_size[kind] += index_bytes(laid.plan, len(nodes), lineage,
-                                                sum(key_bytes[c.sql] for c in laid.cuts if c.kind == "join_induced"))
-                seconds = dict(laid.seconds)
-                if spark_e2e and kind in e2e_layouts:
-                    started = time.monotonic()
-                    shutil.rmtree(folders / kind / name, ignore_errors=True)  # no block of an earlier run
-                    write_block_folders(blocked, table.column_names, folders / kind / name, folders / "_staging")
-                    seconds["write"] = round(time.monotonic() - started, 3)
-                laid.release()
-                stage_seconds[kind][name] = seconds
-                blocks_total[kind][name] = len(summaries)
-                table_rows[name] = laid.plan.rows
-                plans[kind][name] = {"blocks": laid.plan.n_blocks, "cuts": laid.plan.n_cuts,
-                                     "sample_scale": laid.plan.sample_scale,
-                                     **({"sort_columns": list(laid.plan.assignment.sort_columns)}
-                                        if hasattr(laid.plan.assignment, "sort_columns") else {}),
-                                     **({"choices": dict(laid.plan.choices)} if laid.plan.choices else {})}
-                records = []
-                for s in summaries:  # as the nightly's update_catalog records them
-                    b = bits.get(s.block_id, BlockBits(0, 0))
-                    records.append(BlockRecord(s.block_id, s.row_count, 0, "", s.stats, b.union_bits, b.all_bits,
-                                               leaves=b.leaves, cells=b.cells))
-                predicates = [c.predicate for c in laid.cuts]
+                settings = layout_settings(kind, name, block_rows, extra, data.sort_keys)
+                write = spark_e2e and kind in e2e_layouts
+                inputs = (settings, dips, write)
+                measured = checkpoints.load(kind, name, inputs)
+                if measured is None or (write and not (folders / kind / name).exists()):
+                    measured = _measure_layout(table, tables, optimizers[kind], settings, table_queries, featurized,
+                                               dips, folders / kind / name if write else None, folders, key_bytes)
+                    checkpoints.save(kind, name, measured, inputs)
+                stage_seconds[kind][name] = measured.seconds
+                blocks_total[kind][name] = len(measured.records)
+                table_rows[name] = measured.rows
+                plans[kind][name] = measured.plan
+                index_size[kind] += measured.index_bytes
+                records, predicates, nodes = measured.records, measured.predicates, measured.nodes
                 if dips:
                     finest[kind][name] = (records, predicates, nodes)
                     ranged[kind][name] = LayoutIndex.from_blocks(name, coarse_records(records, DEFAULT_RANGE_SETS),
@@ -271,8 +254,8 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                 # the plain rows keep min/max zone maps, as B1 always measured them
                 plain = [replace(r, stats=min_max_only(r.stats)) for r in records]
                 indexes[kind][name] = LayoutIndex.from_blocks(name, plain, predicates, trees=nodes)
-                log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(summaries), len(laid.cuts),
-                         seconds)
+                log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(records), len(predicates),
+                         measured.seconds)
             featurized.release()
 
         # rows each test reference needs, for the lower bound
@@ -375,6 +358,56 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     if e2e is not None:
         out["spark"] = e2e
     return out
+
+
+@dataclass(frozen=True)
+class MeasuredLayout:
+    """What B1 keeps of one table laid out by one layout (and checkpoints, `bench.checkpoints`)."""
+
+    seconds: dict
+    rows: int
+    plan: dict  # blocks, cuts, sample scale, sort columns, the optimizer's choices
+    records: list  # BlockRecord per block, as the nightly's update_catalog records them
+    predicates: list  # the layout's cuts
+    nodes: list  # its trees' records
+    index_bytes: int
+
+
+def _measure_layout(table, tables: dict, optimizer: str, settings: dict, table_queries, featurized: Featurized,
+                    dips: bool, folder: Path | None, folders: Path, key_bytes: dict) -> MeasuredLayout:
+    """`table` laid out in memory by `optimizer`, its blocks summarized (and written as
+    block folders into `folder`, when given)."""
+    name = table.name
+    laid = lay_out_in_memory(table, tables[name], tables, optimizer, settings, table_queries, featurized)
+    blocked = laid.blocked.withColumnRenamed(BLOCK_INDEX_COLUMN, BLOCK_ID_COLUMN)
+    # without diPs every row routes on min/max alone: range sets (a sorted set of
+    # each column's values per block) would be computed for nothing
+    summaries = summarize_blocks(blocked, table, 0, max(RANGE_SET_SWEEP) if dips else 1)
+    bits = block_bits(blocked, len(laid.cuts), laid.plan.routing_trees(), BLOCK_ID_COLUMN)
+    lineage = {block: b.leaves for block, b in bits.items()}
+    for cut in laid.cuts:
+        if cut.kind == "join_induced" and cut.sql not in key_bytes:
+            key_bytes[cut.sql] = len(literal_keys(tables, cut.predicate).serialize())
+    nodes = tree_records(laid.plan)
+    size = index_bytes(laid.plan, len(nodes), lineage,
+                       sum(key_bytes[c.sql] for c in laid.cuts if c.kind == "join_induced"))
+    seconds = dict(laid.seconds)
+    if folder is not None:
+        started = time.monotonic()
+        shutil.rmtree(folder, ignore_errors=True)  # no block of an earlier run
+        write_block_folders(blocked, table.column_names, folder, folders / "_staging")
+        seconds["write"] = round(time.monotonic() - started, 3)
+    laid.release()
+    plan = {"blocks": laid.plan.n_blocks, "cuts": laid.plan.n_cuts, "sample_scale": laid.plan.sample_scale,
+            **({"sort_columns": list(laid.plan.assignment.sort_columns)}
+               if hasattr(laid.plan.assignment, "sort_columns") else {}),
+            **({"choices": dict(laid.plan.choices)} if laid.plan.choices else {})}
+    records = []
+    for s in summaries:  # as the nightly's update_catalog records them
+        b = bits.get(s.block_id, BlockBits(0, 0))
+        records.append(BlockRecord(s.block_id, s.row_count, 0, "", s.stats, b.union_bits, b.all_bits,
+                                   leaves=b.leaves, cells=b.cells))
+    return MeasuredLayout(seconds, laid.plan.rows, plan, records, [c.predicate for c in laid.cuts], nodes, size)
 
 
 def coarse_records(records: list[BlockRecord], n_r: int) -> list[BlockRecord]:

@@ -104,3 +104,22 @@ def test_rewritten_queries_give_the_raw_answers_on_every_layout(b1):
     assert len(best) == (1 if with_dips(result) else 0)
     assert all(q[k]["equal"] for q in spark["per_query"] for k in (*asked, *best, "needed"))
     assert spark["seconds"]["needed"] > 0
+
+
+def test_a_second_run_in_the_same_folder_reuses_every_layout_and_reads_the_same(b1):
+    # As after a run stopped halfway: each (layout, table) measured before is read back
+    # (same code, same inputs), and the report is block for block the first one's.
+    result, work, asked, templates = b1
+    again = subprocess.run(
+        [sys.executable, "-m", "layout_core.cli", "bench", "tpch", "--sf", "0.01", "--block-rows", "2000",
+         "--per-template", "2", "--templates", ",".join(map(str, templates)), "--layouts", ",".join(asked),
+         "--spark", "--work", str(work), "--json"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert again.returncode == 0, again.stderr[-3000:]
+    reused = again.stderr.count("measured by an earlier run of this code")
+    assert reused == len(asked) * 8  # every layout of the 8 tables
+    second = json.loads(again.stdout)
+    for name, layout in result["layouts"].items():
+        assert second["layouts"][name]["blocks_read"] == layout["blocks_read"], name
+        assert second["layouts"][name]["tables"] == layout["tables"], name
+    assert second["spark"]["identical_answers"], second["spark"]["mismatches"]
