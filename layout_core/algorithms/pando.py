@@ -611,10 +611,10 @@ def grow_within_bound(
         del states[kept_states:]  # each holds a copy of the per-vector gains
         return ok
 
-    def ahead(t_: int, following: int) -> tuple[int, ...]:
-        """The thresholds probed next if t_ fails: `following`, and the bisection's first two
-        probes below it should `following` pass."""
-        return following, (t_ + following) // 2, (3 * t_ + following) // 4
+    def ahead(t_: int, next_t: int) -> tuple[int, ...]:
+        """The thresholds probed next if t_ fails: `next_t`, and the bisection's first two
+        probes below it should `next_t` pass."""
+        return next_t, (t_ + next_t) // 2, (3 * t_ + next_t) // 4
 
     if max_threshold is not None:
         max_threshold = max(1, int(max_threshold))
