@@ -424,7 +424,7 @@ def history(queries, ts: dt.datetime):
     return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import") for q in queries]
 
 
-def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float) -> dict:
+def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float, folds: int = 2) -> dict:
     """Record `window` in the history of a catalog and run the workload monitor on it."""
     # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.reorg.monitor import monitor_tables
@@ -433,7 +433,8 @@ def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float
     now = dt.datetime.now(dt.timezone.utc)
     with Catalog(f"sqlite:///{catalog_path}") as catalog:
         catalog.record_queries(history(window, now - dt.timedelta(minutes=1)))
-        reports = monitor_tables(spark, catalog, schema, list(STAR_ORDER), ShiftSettings(q=q, w=w), now)
+        reports = monitor_tables(spark, catalog, schema, list(STAR_ORDER), ShiftSettings(q=q, w=w, folds=folds),
+                                 now)
     return {"reward": round(float(sum(r.reward for r in reports)), 3),
             "tables": {r.table: {"reward": round(float(r.reward), 3), "references": r.references,
                                  "blocks_chosen": sum(p.blocks_chosen for p in r.partitions),
@@ -448,7 +449,7 @@ def with_written(decision: dict, written: dict) -> dict:
     return {**decision, **{k: written[k] for k in WRITTEN}, "reorganized": tables}
 
 
-def measure_all(spark, catalog, schema, q: float, w: float, prune: bool) -> tuple[dict, float]:
+def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: int = 2) -> tuple[dict, float]:
     """Every table's shift measured once on the catalog's window (star order): {table:
     ShiftReport} and the seconds it took. Every point of the benchmark is decided from these
     measurements (`reorg.shift.rechoose`): each subtree's B is computed once."""
@@ -456,7 +457,7 @@ def measure_all(spark, catalog, schema, q: float, w: float, prune: bool) -> tupl
     from layout_core.flows.reorg.shift import ShiftSettings, measure_shift
 
     started = time.monotonic()
-    settings = ShiftSettings(q=q, w=w, prune=prune)
+    settings = ShiftSettings(q=q, w=w, prune=prune, folds=folds)
     reports = {t: measure_shift(spark, catalog, schema, t, settings) for t in STAR_ORDER}
     return reports, round(time.monotonic() - started, 2)
 
@@ -540,7 +541,7 @@ def partial_reorganization(spark, catalog, schema, warehouse: Path, reports: dic
 
 def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         q_values=Q_VALUES, w: float = W, work: Path = Path(".layout/bench/shift"), gentle: bool = True,
-        scenario: str = "templates", searches=("pruned",)) -> dict:
+        scenario: str = "templates", searches=("pruned",), folds: int = 2) -> dict:
     # pyspark only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.spark.session import local_session
     # sqlglot only when the benchmark runs: the CLI imports this module to build its parser
@@ -573,7 +574,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
     base = runs / "base.db"
     result: dict = {"scenario": {"name": shift.name, "old": shift.old_label, "new": shift.new_label},
                     "scale_factor": sf, "block_rows": block_rows, "per_template": per_template, "w": w,
-                    "searches": list(searches),
+                    "searches": list(searches), "folds": folds,
                     "train_queries": len(train), "window_queries": len(window), "test_queries": len(test),
                     "blocks_read_of": "every table reference of the test queries, all 8 tables, diPs off"}
     # The JVM options of the DAGs' Spark jobs (local_session's defaults: the C1 JIT only),
@@ -590,14 +591,15 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
         # The monitor on the unchanged workload (a copy: its window stays out of the base's history).
         unchanged_report = monitor_reward(spark, copy_catalog(base, runs / "unchanged.db"), schema, unchanged,
-                                          MONITOR_Q, w)
+                                          MONITOR_Q, w, folds)
         result["unchanged_window_reward"] = unchanged_report["reward"]
         result["unchanged_window"] = unchanged_report
 
         with Catalog(f"sqlite:///{base}") as catalog:
             catalog.record_queries(history(window, dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)))
 
-        result["searches"] = _points(spark, schema, base, runs, warehouse, test, analyses, q_values, w, searches)
+        result["searches"] = _points(spark, schema, base, runs, warehouse, test, analyses, q_values, w, searches,
+                                     folds)
         result["partial"] = result["searches"][searches[0]]
 
         with Catalog(f"sqlite:///{copy_catalog(base, runs / 'full.db')}") as catalog:
@@ -613,7 +615,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
         if gentle:
             result["gentle"] = gentle_shift(spark, schema, runs / "gentle", sources, sf, per_template,
-                                            block_rows, w, shift)
+                                            block_rows, w, shift, folds)
     finally:
         spark.stop()
 
@@ -632,7 +634,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
 
 def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analyses, q_values, w: float,
-            searches) -> dict:
+            searches, folds: int = 2) -> dict:
     """Per search and q (str), the partial reorganization's blocks read on the test queries
     and what it rewrote, each from a copy of the base catalog. The shift is measured once; a
     point whose chosen subtrees another point already wrote takes that point's numbers."""
@@ -646,7 +648,7 @@ def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analys
     with Catalog(f"sqlite:///{base}") as catalog:
         index = RoutingIndex.from_snapshot(catalog.snapshot())
         measured, measure_seconds = measure_all(spark, catalog, schema, setting(max(q_values)), w,
-                                                searches[0] != "exact")
+                                                searches[0] != "exact", folds)
     log.info("the shift measured on every table in %.1f s", measure_seconds)
     test_routes = [route_analysis(a, index, schema, dips=False) for a in analyses]
     oracles: dict = {}
@@ -687,7 +689,7 @@ def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analys
 
 
 def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_template: int, block_rows: int,
-                 w: float, shift: Scenario) -> dict:
+                 w: float, shift: Scenario, folds: int = 2) -> dict:
     """Laid out for 80% old / 20% new queries, then the monitor on a window of the same
     mix and on one of the reverse mix (a catalog and warehouse of its own)."""
     # numpy only when the benchmark runs: the CLI imports this module to build its parser
@@ -709,9 +711,9 @@ def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_templa
                               "train-80-20")
     out = {"instances_per_template": {"major": major, "minor": minor},
            "train_share_old": round(major / (major + minor), 3), "layout_seconds": round(sum(seconds.values()), 2)}
-    out["same_mix"] = monitor_reward(spark, copy_catalog(base, home / "same.db"), schema, same, MONITOR_Q, w)
+    out["same_mix"] = monitor_reward(spark, copy_catalog(base, home / "same.db"), schema, same, MONITOR_Q, w, folds)
     out["reverse_mix"] = monitor_reward(spark, copy_catalog(base, home / "reverse.db"), schema, reverse,
-                                        MONITOR_Q, w)
+                                        MONITOR_Q, w, folds)
     return out
 
 
@@ -891,9 +893,11 @@ def cmd_bench_shift(args) -> int:
         raise UserError(f"--search takes some of {', '.join(SEARCHES)}, not {args.search!r}")
     if args.sf <= 0 or args.per_template < 1 or (args.block_rows is not None and args.block_rows < 1):
         raise UserError("--sf must be > 0, --per-template and --block-rows >= 1")
+    if args.folds < 2:
+        raise UserError(f"--folds must be >= 2 (B is judged on queries its tree was not grown on), not {args.folds}")
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template, q_values=q_values,
                  w=args.w, work=Path(args.work), gentle=not args.no_gentle, scenario=args.scenario,
-                 searches=searches)
+                 searches=searches, folds=args.folds)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(json_line(result)) if args.json else format_result(result))
     return 0
@@ -926,6 +930,9 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
                     help="templates: 1-11, then 12-22 (default, MTO's); local-dates: the 22 templates, then "
                          "their dates in the latest fifth of each range; local-region: then regions and "
                          "nations in ASIA")
+    bs.add_argument("--folds", type=int, default=2,
+                    help="parts the window's queries are split in to judge B out of sample (the monitor's "
+                         "ShiftSettings.folds; default 2)")
     bs.add_argument("--work", default=".layout/bench/shift", help="folder for data and results")
     bs.add_argument("--json", action="store_true", help="print the result as one JSON line")
     bs.set_defaults(func=cmd_bench_shift)

@@ -213,6 +213,16 @@ def test_the_parser_adds_layout_bench_shift():
     assert parser.parse_args(["shift", "--scenario", "local-region"]).scenario == "local-region"
     assert args.search == "pruned" and parser.parse_args(["shift", "--search", "exact,oracle"]).search == "exact,oracle"
     assert "shift" in parser.format_help()
+    assert args.folds == 2 and parser.parse_args(["shift", "--folds", "4"]).folds == 4
+
+
+def test_the_benchmark_refuses_fewer_than_two_folds(tmp_path):
+    parser = argparse.ArgumentParser(prog="layout bench")
+    shift.add_shift_parser(parser.add_subparsers(dest="bench_command", required=True))
+    args = parser.parse_args(["shift", "--folds", "1", "--work", str(tmp_path / "shift")])
+    with pytest.raises(shift.UserError, match="--folds must be >= 2"):
+        args.func(args)
+    assert not (tmp_path / "shift").exists()  # refused before anything was written
 
 
 @pytest.mark.slow
@@ -266,6 +276,7 @@ def test_the_benchmark_end_to_end_on_two_tables(spark, tmp_path, monkeypatch, ca
     full = json.loads((work / "result.json").read_text())
     assert full["old"]["blocks_total"] == r["partial"]["200"]["blocks_total"] > 0
     assert set(full["old"]["tables"]) == {"part", "lineitem"}
+    assert full["folds"] == 2  # the monitor's default
     # the unchanged window's reward of 0 was measured (12 lineitem references), not refused as too few
     assert full["unchanged_window"]["tables"]["lineitem"]["references"] >= 10
     # q/w 2 (q = 200) and q/w >= 5 (inf): issue 36's targets on the template shift
