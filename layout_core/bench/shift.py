@@ -424,7 +424,7 @@ def history(queries, ts: dt.datetime):
     return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import") for q in queries]
 
 
-def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float, folds: int = 2) -> dict:
+def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float, folds: int) -> dict:
     """Record `window` in the history of a catalog and run the workload monitor on it."""
     # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.reorg.monitor import monitor_tables
@@ -449,7 +449,7 @@ def with_written(decision: dict, written: dict) -> dict:
     return {**decision, **{k: written[k] for k in WRITTEN}, "reorganized": tables}
 
 
-def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: int = 2) -> tuple[dict, float]:
+def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: int) -> tuple[dict, float]:
     """Every table's shift measured once on the catalog's window (star order): {table:
     ShiftReport} and the seconds it took. Every point of the benchmark is decided from these
     measurements (`reorg.shift.rechoose`): each subtree's B is computed once."""
@@ -634,7 +634,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
 
 def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analyses, q_values, w: float,
-            searches, folds: int = 2) -> dict:
+            searches, folds: int) -> dict:
     """Per search and q (str), the partial reorganization's blocks read on the test queries
     and what it rewrote, each from a copy of the base catalog. The shift is measured once; a
     point whose chosen subtrees another point already wrote takes that point's numbers."""
@@ -689,7 +689,7 @@ def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analys
 
 
 def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_template: int, block_rows: int,
-                 w: float, shift: Scenario, folds: int = 2) -> dict:
+                 w: float, shift: Scenario, folds: int) -> dict:
     """Laid out for 80% old / 20% new queries, then the monitor on a window of the same
     mix and on one of the reverse mix (a catalog and warehouse of its own)."""
     # numpy only when the benchmark runs: the CLI imports this module to build its parser
