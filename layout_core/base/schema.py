@@ -30,10 +30,21 @@ from layout_core.base.errors import UserError
 
 @dataclass(frozen=True, slots=True, order=True)
 class Column:
-    """A column as predicates name it: its name and its type kind (predicates.model.KINDS)."""
+    """A column as predicates name it: its name and its type kind (predicates.model.KINDS).
+
+    A virtual column is a deterministic arithmetic expression over columns of one
+    table (`sqrt(power(x1 - x0, 2) + ...)`): its name is the expression's Spark SQL,
+    `reads` the columns it reads (empty for a stored column). Predicates on it
+    reason like those on a stored column; no block statistics exist for it, so
+    only cut bits and tree paths skip on it."""
 
     name: str
     kind: str = "other"
+    reads: tuple[str, ...] = ()
+
+    @property
+    def virtual(self) -> bool:
+        return bool(self.reads)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,25 +9,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from layout_core.base.schema import load_schema
 from layout_core.bench.tpch import LAYOUTS, BenchData, run_benchmark
 from layout_core.workload.trips import TABLES, generate, generate_trips
+from layout_core.workload.trips import schema as trips_schema
 
 SORT_KEYS = {"trips": "tr_pickup"}  # sortkey: trips in pickup order, the dimensions by key
 
 
 def run(rows: int = 6_000_000, outliers: float = 0.01, block_rows: int = 10_000, per_template: int = 8,
         seed: int = 1, work: Path = Path(".layout/bench/trips"), layouts=LAYOUTS, spark_e2e: bool = False,
-        dips: bool = False) -> dict:
+        dips: bool = False, coordinates: bool = False) -> dict:
+    """With `coordinates`, trips has pickup and dropoff points and the distance
+    templates filter the straight-line distance between them (workload.trips)."""
     work = work.resolve()
-    name = f"rows{rows}_outliers{outliers:g}_seed{seed}"
+    name = f"rows{rows}_outliers{outliers:g}_seed{seed}" + ("_coordinates" if coordinates else "")
     data = work / f"trips_{name}"
     # made once per setting, cached in the work folder (generate_trips renames a whole folder into place)
     paths = ({t: data / f"{t}.parquet" for t in TABLES} if data.is_dir()
-             else generate_trips(rows, outliers, seed, data))
-    bench = BenchData(f"taxi trips, {rows:,} rows, {outliers:.0%} outliers", load_schema("trips"), paths,
-                      tuple(generate(per_template, seed)), SORT_KEYS, name,
-                      {"rows": rows, "outliers": outliers, "seed": seed})
+             else generate_trips(rows, outliers, seed, data, coordinates))
+    what = f"taxi trips, {rows:,} rows, {outliers:.0%} outliers" + (", straight-line distances" if coordinates else "")
+    bench = BenchData(what, trips_schema(coordinates), paths,
+                      tuple(generate(per_template, seed, straight_line=coordinates)), SORT_KEYS, name,
+                      {"rows": rows, "outliers": outliers, "seed": seed, "coordinates": coordinates})
     return run_benchmark(bench, block_rows, work, layouts, spark_e2e, None, dips)
 
 
@@ -36,7 +39,7 @@ FARE_DISTANCE = ("1", "2", "6", "8", "10")  # the templates filtering the correl
 
 def sweep(shares: Sequence[float], rows: int = 6_000_000, block_rows: int = 10_000, per_template: int = 8,
           seed: int = 1, work: Path = Path(".layout/bench/trips"), layouts=LAYOUTS, spark_e2e: bool = False,
-          dips: bool = False) -> dict:
+          dips: bool = False, coordinates: bool = False) -> dict:
     """`run` for each outlier share (each in its own folder under `work`), and
     the curve: blocks the test queries read per layout, in all and on the
     fare and distance templates, against the share; chart outlier_sweep.png."""
@@ -44,7 +47,7 @@ def sweep(shares: Sequence[float], rows: int = 6_000_000, block_rows: int = 10_0
     points = []
     for share in shares:
         result = run(rows, share, block_rows, per_template, seed, work / f"outliers{share:g}", layouts,
-                     spark_e2e, dips)
+                     spark_e2e, dips, coordinates)
         points.append({
             "outliers": share,
             "blocks_read": {name: r["blocks_read"] for name, r in result["layouts"].items()},

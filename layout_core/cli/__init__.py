@@ -127,7 +127,7 @@ def cmd_tpch_generate(args) -> int:
 
 def cmd_trips_generate(args) -> int:
     try:
-        paths = generate_trips(args.rows, args.outliers, args.seed, args.out)
+        paths = generate_trips(args.rows, args.outliers, args.seed, args.out, args.coordinates)
     except ValueError as e:
         raise UserError(str(e)) from None
     print(f"{args.rows:,} trips, {args.outliers:.0%} outliers (seed {args.seed}):")
@@ -590,7 +590,8 @@ def cmd_bench_trips(args) -> int:
     except ValueError as e:
         raise UserError(str(e)) from None
     common = dict(rows=args.rows, block_rows=args.block_rows, per_template=args.per_template, seed=args.seed,
-                  work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips)
+                  work=Path(args.work), layouts=_layouts(args), spark_e2e=args.spark, dips=args.dips,
+                  coordinates=args.coordinates)
     if len(args.outliers) > 1:
         return _b1_report(args, sweep(args.outliers, **common), format_sweep)
     return _b1_report(args, run(outliers=args.outliers[0], **common), format_result)
@@ -752,6 +753,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="share of trips that break the correlations, in [0, 1) (default 0.01)")
     trips_gen.add_argument("--seed", type=int, default=1, help="seed (default 1)")
     trips_gen.add_argument("--out", required=True, help="output folder")
+    trips_gen.add_argument("--coordinates", action="store_true",
+                           help="also the pickup and dropoff points (tr_pickup_x, ..., tr_dropoff_y, double)")
     trips_gen.set_defaults(func=cmd_trips_generate)
 
     tpcds_gen = sub.add_parser("tpcds", help="TPC-DS data (dsdgen)").add_subparsers(
@@ -930,6 +933,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="share of outlier trips, in [0, 1) (default 0.01); several, comma-separated (e.g. "
                           "0,0.01,0.03,0.1), run one after another and plot blocks read against the share")
     btr.add_argument("--seed", type=int, default=1, help="seed of the data and the queries (default 1)")
+    btr.add_argument("--coordinates", action="store_true",
+                     help="trips with pickup and dropoff points; the distance templates filter the straight-line "
+                          "distance between them, an expression no column stores (Pando's example)")
     add_b1_arguments(btr, ".layout/bench/trips")
     btr.set_defaults(func=cmd_bench_trips)
 

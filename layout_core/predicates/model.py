@@ -65,7 +65,8 @@ class ColumnAtom(Predicate):
     __slots__ = ()
 
     def columns(self) -> frozenset[str]:
-        return frozenset([self.column.name])
+        # the stored columns the atom reads: a virtual column's inputs
+        return frozenset(self.column.reads or (self.column.name,))
 
 
 @dataclass(frozen=True, slots=True)

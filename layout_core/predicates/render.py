@@ -6,6 +6,7 @@ import datetime as dt
 import re
 from decimal import Decimal
 
+from layout_core.base.schema import Column
 from layout_core.predicates.model import (
     And, Between, ColumnCompare, Compare, Const, InList, IsNull, JoinInduced, Like, Opaque, Or,
     Predicate, PredicateVisitor, sorted_values,
@@ -27,6 +28,11 @@ def identifier(name: str) -> str:
     if _PLAIN_IDENTIFIER.match(name) and name.lower() not in _RESERVED:
         return name
     return "`" + name.replace("`", "``") + "`"
+
+
+def column_sql(c: Column) -> str:
+    """A column in SQL: its identifier, or a virtual column's expression in parentheses."""
+    return f"({c.name})" if c.virtual else identifier(c.name)
 
 
 def literal(v) -> str:
@@ -69,24 +75,24 @@ class _Sql(PredicateVisitor[str]):
         return f"({text})" if isinstance(child, needs_parens_type) else text
 
     def compare(self, p: Compare) -> str:
-        return f"{identifier(p.column.name)} {p.op} {literal(p.value)}"
+        return f"{column_sql(p.column)} {p.op} {literal(p.value)}"
 
     def between(self, p: Between) -> str:
         kw = "NOT BETWEEN" if p.negated else "BETWEEN"
-        return f"{identifier(p.column.name)} {kw} {literal(p.low)} AND {literal(p.high)}"
+        return f"{column_sql(p.column)} {kw} {literal(p.low)} AND {literal(p.high)}"
 
     def in_list(self, p: InList) -> str:
         items = [literal(v) for v in sorted_values(p.values)] + (["NULL"] if p.has_null else [])
         kw = "NOT IN" if p.negated else "IN"
-        return f"{identifier(p.column.name)} {kw} ({', '.join(items)})"
+        return f"{column_sql(p.column)} {kw} ({', '.join(items)})"
 
     def like(self, p: Like) -> str:
         kw = "NOT LIKE" if p.negated else "LIKE"
         tail = "" if p.escape == "\\" else f" ESCAPE {literal(p.escape)}"
-        return f"{identifier(p.column.name)} {kw} {literal(p.pattern)}{tail}"
+        return f"{column_sql(p.column)} {kw} {literal(p.pattern)}{tail}"
 
     def is_null(self, p: IsNull) -> str:
-        return f"{identifier(p.column.name)} IS {'NOT ' if p.negated else ''}NULL"
+        return f"{column_sql(p.column)} IS {'NOT ' if p.negated else ''}NULL"
 
     def column_compare(self, p: ColumnCompare) -> str:
         return f"{identifier(p.left.name)} {p.op} {identifier(p.right.name)}"

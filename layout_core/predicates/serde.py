@@ -47,7 +47,11 @@ def value_from_json(j: Any) -> Any:
 
 
 def _col(c: Column) -> list:
-    return [c.name, c.kind]
+    return [c.name, c.kind, list(c.reads)] if c.virtual else [c.name, c.kind]
+
+
+def _col_from_json(j: list) -> Column:
+    return Column(j[0], j[1], tuple(j[2])) if len(j) > 2 else Column(*j)
 
 
 def to_json(p: Predicate) -> Any:
@@ -107,7 +111,7 @@ def from_json(j: Any) -> Predicate:
 
 def _column_compare_from_json(j: Any) -> ColumnCompare:
     left, op, right = j["colcmp"]
-    return ColumnCompare(Column(*left), op, Column(*right))
+    return ColumnCompare(_col_from_json(left), op, _col_from_json(right))
 
 
 def _induced_from_json(j: Any) -> JoinInduced:
@@ -119,13 +123,13 @@ _DECODERS = {
     "const": lambda j: Const(bool(j["const"])),
     "and": lambda j: conj(from_json(c) for c in j["and"]),
     "or": lambda j: disj(from_json(c) for c in j["or"]),
-    "cmp": lambda j: Compare(Column(*j["cmp"]), j["op"], value_from_json(j["value"])),
-    "between": lambda j: Between(Column(*j["between"]), value_from_json(j["low"]),
+    "cmp": lambda j: Compare(_col_from_json(j["cmp"]), j["op"], value_from_json(j["value"])),
+    "between": lambda j: Between(_col_from_json(j["between"]), value_from_json(j["low"]),
                                  value_from_json(j["high"]), j["negated"]),
-    "in": lambda j: InList(Column(*j["in"]), frozenset(value_from_json(v) for v in j["values"]),
+    "in": lambda j: InList(_col_from_json(j["in"]), frozenset(value_from_json(v) for v in j["values"]),
                            j["negated"], j["has_null"]),
-    "like": lambda j: Like(Column(*j["like"]), j["pattern"], j["negated"], j["escape"]),
-    "is_null": lambda j: IsNull(Column(*j["is_null"]), j["negated"]),
+    "like": lambda j: Like(_col_from_json(j["like"]), j["pattern"], j["negated"], j["escape"]),
+    "is_null": lambda j: IsNull(_col_from_json(j["is_null"]), j["negated"]),
     "colcmp": _column_compare_from_json,
     "opaque": lambda j: Opaque(j["opaque"], frozenset(j["columns"]), j["deterministic"], j["negated"]),
     "induced": _induced_from_json,

@@ -642,8 +642,10 @@ class _Analyzer:
             for p in self.filters.pop(key, []):
                 for part in conjuncts(p):
                     names = part.columns()
-                    if len(names) != 1 or not all(isinstance(a, ColumnAtom) for a in atoms(part)):
-                        continue  # (two outputs may come from two references of a branch)
+                    if len(names) != 1 or not all(isinstance(a, ColumnAtom) and not a.column.virtual
+                                                  for a in atoms(part)):
+                        continue  # (two outputs may come from two references of a branch; an
+                        # expression would lose its arithmetic in the branch column's place)
                     for ref, column in columns.get(next(iter(names)), ()):
                         self.filters[ref].append(map_atoms(part, lambda a, c=column: dataclasses.replace(
                             a, column=Column(c.name, c.kind))))

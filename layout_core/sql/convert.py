@@ -86,6 +86,76 @@ def _column(node: exp.Expression, resolve: Resolver) -> Column | None:
     return None
 
 
+# Arithmetic a virtual column may hold (`Column.reads`), and the kind Spark gives
+# each result: (+, -, *) keep their operands' widest kind, `/` of integers is a double.
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
+_KIND_ORDER = {"int": 0, "decimal": 1, "float": 2}
+
+
+def _expression_column(node: exp.Expression, resolve: Resolver) -> Column | None:
+    """A virtual column for an arithmetic expression over numeric columns of one
+    table reference (`sqrt(power(x1 - x0, 2) + power(y1 - y0, 2))`), or None.
+
+    Only expressions Spark evaluates without wrapping around: every operation is
+    on decimals or doubles (an integer `+`, `-`, `*` may overflow, which legacy
+    mode wraps), and `/` is written `try_divide` (NULL for a zero divisor, as
+    in legacy mode, where ANSI mode would fail the whole query; a NULL never
+    satisfies a comparison, so both ways the cut bits stay sound)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, (exp.Column, exp.Literal)) or node.find(exp.Column) is None:
+        return None
+    refs, reads = set(), set()
+    canonical = exp.Paren(this=node.copy())  # a parent, so that a `/` at the top can be replaced too
+
+    def kind(e: exp.Expression) -> str | None:
+        if isinstance(e, exp.Paren):
+            return kind(e.this)
+        if isinstance(e, exp.Column):
+            found = resolve(e)
+            if found is None or found[1].kind not in _KIND_ORDER:
+                return None
+            ref, col = found
+            refs.add(ref)
+            reads.add(f"{ref}.{col.name}")
+            for part in ("table", "db", "catalog"):
+                e.set(part, None)
+            return col.kind
+        if isinstance(e, exp.Literal):
+            if e.is_string:
+                return None
+            text = e.this.lower()
+            return "float" if "e" in text else "decimal" if "." in text else "int"
+        if isinstance(e, (exp.Neg, exp.Abs)):
+            inner = kind(e.this)
+            return None if inner is None or (inner == "int" and not isinstance(e.this, exp.Literal)) else inner
+        if isinstance(e, (exp.Sqrt, exp.Pow)):
+            parts = [e.this] + ([e.expression] if isinstance(e, exp.Pow) else [])
+            return "float" if all(kind(p) is not None for p in parts) else None
+        if isinstance(e, _ARITHMETIC):
+            kinds = [kind(e.this), kind(e.expression)]
+            if None in kinds:
+                return None
+            widest = max(kinds, key=_KIND_ORDER.get)
+            if isinstance(e, exp.Div):
+                e.replace(exp.Anonymous(this="try_divide", expressions=[e.this, e.expression]))
+                return "float" if widest == "int" else widest
+            return None if widest == "int" else widest
+        return None
+
+    result = kind(canonical)
+    if result is None or len(refs) != 1:
+        return None
+    ref = refs.pop()
+    sql = canonical.this.sql(dialect="spark", identify=True, copy=False)
+    return Column(f"{ref}.{sql}", result, tuple(sorted(reads)))
+
+
+def _operand(node: exp.Expression, resolve: Resolver) -> Column | None:
+    """A stored column, or a virtual column for an arithmetic expression."""
+    return _column(node, resolve) or _expression_column(node, resolve)
+
+
 def _constant(node: exp.Expression, column: Column):
     return coerce(fold(node), column.kind)
 
@@ -95,7 +165,7 @@ def _atom(node: exp.Expression, resolve: Resolver, positive: bool) -> Predicate 
     if op is not None:
         return _comparison(node.this, op, node.expression, resolve, positive)
     if isinstance(node, exp.Between):
-        col = _column(node.this, resolve)
+        col = _operand(node.this, resolve)
         if col is None:
             return None
         low, high = _constant(node.args["low"], col), _constant(node.args["high"], col)
@@ -128,6 +198,9 @@ def _comparison(left, op: str, right, resolve: Resolver, positive: bool) -> Pred
     lcol, rcol = _column(left, resolve), _column(right, resolve)
     if lcol is not None and rcol is not None:
         return ColumnCompare(lcol, op, rcol)
+    if lcol is None and rcol is None:  # an expression on one side, a constant on the other?
+        lcol = _expression_column(left, resolve)
+        rcol = None if lcol is not None else _expression_column(right, resolve)
     if lcol is None and rcol is not None:
         left, right, lcol, op = right, left, rcol, flip(op)
     if lcol is None:
@@ -158,7 +231,7 @@ def _session_time_compare(col: Column, op: str, wall, positive: bool) -> Predica
 def _in(node: exp.In, resolve: Resolver, positive: bool) -> Predicate | None:
     if node.args.get("query") is not None or node.args.get("unnest") is not None:
         return None
-    col = _column(node.this, resolve)
+    col = _operand(node.this, resolve)
     if col is None:
         return None
     values = []
@@ -240,7 +313,7 @@ def project(p: Predicate, ref: str) -> Predicate:
 
 def _unqualify(atom: Predicate, prefix: str) -> Predicate:
     def strip(c: Column) -> Column:
-        return Column(c.name[len(prefix):], c.kind)
+        return Column(c.name[len(prefix):], c.kind, tuple(r[len(prefix):] for r in c.reads))
 
     if isinstance(atom, ColumnCompare):
         return ColumnCompare(strip(atom.left), atom.op, strip(atom.right))

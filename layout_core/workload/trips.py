@@ -15,6 +15,14 @@ A share `outliers` of the trips breaks the correlation, half each: flat airport
 fares (dropoff at JFK, fare 70.00 whatever the distance) and zero-distance trips
 with high fares (50 to 250). Everything is drawn by numpy from `seed`.
 
+With `coordinates`, trips also has the pickup and dropoff points (`tr_pickup_x`,
+`_y`, `tr_dropoff_x`, `_y`, in miles on the city's plane): the straight line
+between them is the road distance over ROAD_FACTOR, with noise (zero for the
+zero-distance outliers). Drawn from a stream of their own, so every other
+column is the same as without them. The distance templates (1, 6, 8, 10) then
+filter the straight-line distance `STRAIGHT_LINE`, an expression no column
+stores (Pando's DISTANCE(start_point, end_point) < ?).
+
 `generate(per_template, seed)` draws instances of ten templates: a range on each
 correlated column, a pickup window, the correlated pair distance x fare, joins to
 both dimensions, and a search for short trips with high fares (the outliers).
@@ -22,6 +30,7 @@ both dimensions, and a search for short trips with high fares (the outliers).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import shutil
 from pathlib import Path
@@ -30,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from layout_core.base.schema import Schema, load_schema
 from layout_core.workload.arrow_columns import decimal_from_cents
 from layout_core.workload.tpch import GeneratedQuery, substitute
 
@@ -41,6 +51,9 @@ PAYMENTS = {"card": 0.65, "cash": 0.30, "no charge": 0.03, "dispute": 0.02}
 START, END = dt.datetime(2026, 1, 1), dt.datetime(2026, 7, 1)
 FLAT_AIRPORT_FARE = 7000  # cents
 SURCHARGE = 250  # cents
+ROAD_FACTOR = 1.3  # road miles per straight-line mile
+COORDINATES = ("tr_pickup_x", "tr_pickup_y", "tr_dropoff_x", "tr_dropoff_y")
+STRAIGHT_LINE = "sqrt(power(tr_dropoff_x - tr_pickup_x, 2) + power(tr_dropoff_y - tr_pickup_y, 2))"
 
 
 def zones() -> pa.Table:
@@ -60,7 +73,31 @@ def payments() -> pa.Table:
     return pa.table({"pm_id": pa.array(range(1, len(PAYMENTS) + 1), pa.int64()), "pm_name": list(PAYMENTS)})
 
 
-def trips(rows: int, outliers: float, seed: int, zone: pa.Table) -> pa.Table:
+def schema(coordinates: bool = False) -> Schema:
+    """The trips schema; with `coordinates`, trips has the four coordinate columns too."""
+    shipped = load_schema("trips")
+    if not coordinates:
+        return shipped
+    table = shipped.tables["trips"]
+    extra = tuple((name, "double") for name in COORDINATES)
+    return dataclasses.replace(shipped, tables={**shipped.tables,
+                                                "trips": dataclasses.replace(table, columns=table.columns + extra)})
+
+
+def coordinates(miles: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+    """Pickup and dropoff points whose straight-line distance is `miles` / ROAD_FACTOR
+    with 8% noise, from a stream of their own: pickups anywhere in a 20 x 20 mile
+    city, dropoffs in a uniform direction."""
+    rng = np.random.default_rng([int(seed), 2])
+    rows = miles.size
+    straight = miles / ROAD_FACTOR * rng.lognormal(0.0, 0.08, rows)
+    angle = rng.uniform(0.0, 2 * np.pi, rows)
+    x0, y0 = rng.uniform(0.0, 20.0, rows), rng.uniform(0.0, 20.0, rows)
+    return {"tr_pickup_x": x0, "tr_pickup_y": y0,
+            "tr_dropoff_x": x0 + straight * np.cos(angle), "tr_dropoff_y": y0 + straight * np.sin(angle)}
+
+
+def trips(rows: int, outliers: float, seed: int, zone: pa.Table, with_coordinates: bool = False) -> pa.Table:
     """`rows` trips in pickup order (see the module docstring)."""
     rng = np.random.default_rng(seed)
     seconds = np.sort(rng.integers(0, int((END - START).total_seconds()), rows))
@@ -99,6 +136,7 @@ def trips(rows: int, outliers: float, seed: int, zone: pa.Table) -> pa.Table:
     payment = rng.choice(len(PAYMENTS), rows, p=list(PAYMENTS.values())) + 1
     tip = np.where(payment == 1, np.round(fare * rng.uniform(0.10, 0.25, rows)), 0).astype(np.int64)
     passengers = rng.choice(np.arange(1, 7), rows, p=[0.70, 0.14, 0.06, 0.04, 0.04, 0.02]).astype(np.int32)
+    points = coordinates(miles, seed) if with_coordinates else {}
     return pa.table({
         "tr_id": pa.array(np.arange(1, rows + 1), pa.int64()),
         "tr_pickup": pa.array(pickup, pa.timestamp("us")),
@@ -111,6 +149,7 @@ def trips(rows: int, outliers: float, seed: int, zone: pa.Table) -> pa.Table:
         "tr_fare": decimal_from_cents(fare, pa.decimal128(10, 2)),
         "tr_tip": decimal_from_cents(tip, pa.decimal128(10, 2)),
         "tr_total": decimal_from_cents(fare + tip + SURCHARGE, pa.decimal128(10, 2)),
+        **{name: pa.array(values, pa.float64()) for name, values in points.items()},
     })
 
 
@@ -122,13 +161,14 @@ def check_settings(rows: int, outliers: float) -> None:
         raise ValueError(f"the outlier share must be in [0, 1), not {outliers:g}")
 
 
-def generate_trips(rows: int, outliers: float, seed: int, out: str | Path) -> dict[str, Path]:
+def generate_trips(rows: int, outliers: float, seed: int, out: str | Path,
+                   with_coordinates: bool = False) -> dict[str, Path]:
     """The three tables as `<out>/<table>.parquet`, written to a temporary folder renamed
     into place (a killed run leaves no half-made tables)."""
     check_settings(rows, outliers)
     out = Path(out)
     zone = zones()
-    tables = {"zone": zone, "payment": payments(), "trips": trips(rows, outliers, seed, zone)}
+    tables = {"zone": zone, "payment": payments(), "trips": trips(rows, outliers, seed, zone, with_coordinates)}
     staging = out.with_name(f".{out.name}.writing")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -197,13 +237,30 @@ def parameters(template: int, rng: np.random.Generator) -> dict[str, str]:
     raise ValueError(f"trips template number must be in 1..{len(TEMPLATES)}, got {template!r}")
 
 
-def generate(per_template: int, seed: int, templates=None) -> list[GeneratedQuery]:
+def straight_line_template(template: int) -> str:
+    """A template with its road-distance filter on the straight-line distance instead
+    (the literals scaled by ROAD_FACTOR below); the others as they are."""
+    text = TEMPLATES[template]
+    where = text.index("WHERE")
+    return text[:where] + text[where:].replace("t.tr_distance", STRAIGHT_LINE).replace("tr_distance", STRAIGHT_LINE)
+
+
+_DISTANCE_PARAMETERS = {1: ("LO", "HI"), 6: ("DLO", "DHI"), 8: ("LO", "HI"), 10: ("MILES",)}
+
+
+def generate(per_template: int, seed: int, templates=None, straight_line: bool = False) -> list[GeneratedQuery]:
     """`per_template` instances of every template (default all ten), numbered from 1; each
-    template draws from its own stream, as workload.tpch.generate does."""
+    template draws from its own stream, as workload.tpch.generate does. With
+    `straight_line`, the distance templates filter the straight-line distance of
+    the coordinates, their miles divided by ROAD_FACTOR (the same draws)."""
     out = []
     for template in tuple(templates or TEMPLATES):
         rng = np.random.default_rng([int(seed), 1000 + template])
+        text = straight_line_template(template) if straight_line else TEMPLATES[template]
         for instance in range(1, per_template + 1):
             params = parameters(template, rng)
-            out.append(GeneratedQuery(template, instance, params, substitute(TEMPLATES[template], params)))
+            if straight_line:
+                params.update({k: _money(float(params[k]) / ROAD_FACTOR)
+                               for k in _DISTANCE_PARAMETERS.get(template, ())})
+            out.append(GeneratedQuery(template, instance, params, substitute(text, params)))
     return out

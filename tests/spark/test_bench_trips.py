@@ -42,3 +42,29 @@ def test_the_report_has_b1s_shape_and_mto_skips_where_sortkey_cannot(trips_b1):
 def test_rewritten_queries_give_the_raw_answers(trips_b1):
     spark = trips_b1[0]["spark"]
     assert spark["queries"] == 10 and spark["identical_answers"], spark["mismatches"]
+
+
+@pytest.fixture(scope="module")
+def trips_with_coordinates(tmp_path_factory):
+    work = tmp_path_factory.mktemp("bench_trips_coordinates")
+    done = subprocess.run(
+        [sys.executable, "-m", "layout_core.cli", "bench", "trips", "--rows", "20000", "--block-rows", "1000",
+         "--per-template", "2", "--layouts", "sortkey,mto,pando-3", "--coordinates", "--spark", "--work", str(work),
+         "--json"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_straight_line_distances_are_cut_on_and_skip_with_the_raw_answers(trips_with_coordinates):
+    result = trips_with_coordinates
+    assert result["dataset"] == "taxi trips, 20,000 rows, 1% outliers, straight-line distances"
+    spark = result["spark"]
+    assert spark["queries"] == 10 and spark["identical_answers"], spark["mismatches"]
+    # template 1 filters only the straight-line distance: sortkey (pickup order) reads every
+    # block; mto and pando cut on the expression and skip some (its ranges hold most trips)
+    read, blocks = ({name: layout[what]["1"] if what == "blocks_per_template" else layout[what]["trips"]["blocks"]
+                     for name, layout in result["layouts"].items()} for what in ("blocks_per_template", "plans"))
+    assert read["sortkey"] == blocks["sortkey"] == 20
+    assert read["mto"] < blocks["mto"] and read["pando-3"] < blocks["pando-3"], (read, blocks)
+    assert result["layouts"]["pando-3"]["rows_read"] >= result["rows_needed"]
