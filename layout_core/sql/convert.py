@@ -120,6 +120,7 @@ def _expression_column(node: exp.Expression, resolve: Resolver) -> Column | None
             reads.add(f"{ref}.{col.name}")
             for part in ("table", "db", "catalog"):
                 e.set(part, None)
+            e.set("this", exp.to_identifier(col.name))  # one text however the query spells the name
             return col.kind
         if isinstance(e, exp.Literal):
             if e.is_string:

@@ -28,6 +28,11 @@ def test_revenue_above_a_constant_is_a_range_on_the_expression():
     assert to_sql(p) == "(`l_extendedprice` * (1 - `l_discount`)) > 1000"
 
 
+def test_one_expression_is_one_column_however_its_names_are_spelled():
+    assert _filter("SELECT * FROM lineitem x WHERE X.L_EXTENDEDPRICE * (1 - x.l_Discount) > 1000", "x") == \
+        Compare(REVENUE, ">", Decimal(1000))
+
+
 def test_the_expression_may_stand_on_either_side_and_in_between_or_in():
     assert _filter("SELECT * FROM lineitem WHERE 1000 < l_extendedprice * (1 - l_discount)") == \
         Compare(REVENUE, ">", Decimal(1000))
