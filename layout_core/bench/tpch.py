@@ -25,7 +25,10 @@ and in total; the lower bound sum(ceil(rows needed / block rows)); seconds of
 the same stages for every layout (featurize, reduce, optimize, assign blocks,
 and write when `--spark` writes them); router latency per query (median of
 ROUTER_ROUNDS runs, parsing included); the index each layout keeps for the
-router besides zone maps, in bytes (`index_bytes`, as Pando's Fig. 9).
+router besides zone maps, in bytes (`index_bytes`, as Pando's Fig. 9). The
+tree layouts (qdtree, mto, pando) are also routed on their tree paths and
+cells alone (`tree_paths_only`), as the papers' routers read them: our router
+also reads every cut's bits and zone maps on every block.
 
 With `spark_e2e` (`layout bench tpch --spark`), the sortkey, mto and (when
 laid out) pando-3 layouts of all 8 tables are also written as block folders, and every test query runs on
@@ -87,6 +90,7 @@ DIPS = "+dips"  # a layout routed with diPs
 SORT_KEYS = {"lineitem": "l_shipdate", "orders": "o_orderdate"}  # sortkey's column; others: the primary key
 E2E_LAYOUTS = ("sortkey", "mto")  # and pando-3 when it is laid out
 E2E_OPTIONAL = ("pando-3",)
+TREE_OPTIMIZERS = ("qdtree", "mto", "pando")
 NODE_BYTES = 12  # a tree node: (cut, left, right) or a leaf id, three 32-bit integers
 ID_BYTES = 4
 NEEDED = "needed"  # the Spark run's ideal: every reference reads exactly the rows it needs
@@ -117,7 +121,7 @@ def layout_optimizer(layout: str) -> tuple[str, dict]:
     if order == "mto" and name == "pando":
         settings["first_tree"] = "mto"
     elif order:
-        if order not in ("join_key", "range") or name not in ("qdtree", "mto", "pando"):
+        if order not in ("join_key", "range") or name not in TREE_OPTIMIZERS:
             name = ""
         settings["leaf_order"] = order
     if not name:
@@ -210,6 +214,8 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
     spark = local_session("layout-bench-tpch", extra=LONG_RUN_JVM)
     indexes: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}
     ranged: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts}  # with range sets, for diPs
+    # the tree layouts as the qd-tree, MTO and Pando papers route them: tree paths (and cells) alone
+    path_only: dict[str, dict[str, LayoutIndex]] = {name: {} for name in layouts if optimizers[name] in TREE_OPTIMIZERS}
     finest: dict[str, dict[str, tuple]] = {name: {} for name in layouts}  # (records, cuts, trees) at the sweep's most
     stage_seconds = {name: {} for name in layouts}
     plans: dict[str, dict[str, dict]] = {name: {} for name in layouts}
@@ -232,7 +238,7 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
             table_queries = TableQueries(name, train, key_hops)
             featurized = Featurized()  # the layouts choosing the same cuts flag the rows once
             for kind in layouts:
-                extra = tree_settings if optimizers[kind] in ("qdtree", "mto", "pando") else None
+                extra = tree_settings if optimizers[kind] in TREE_OPTIMIZERS else None
                 settings = layout_settings(kind, name, block_rows, extra, data.sort_keys)
                 write = spark_e2e and kind in e2e_layouts
                 inputs = (settings, dips, write)
@@ -254,6 +260,9 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                 # the plain rows keep min/max zone maps, as B1 always measured them
                 plain = [replace(r, stats=min_max_only(r.stats)) for r in records]
                 indexes[kind][name] = LayoutIndex.from_blocks(name, plain, predicates, trees=nodes)
+                if kind in path_only:
+                    path_only[kind][name] = LayoutIndex.from_blocks(name, tree_paths_only(records, len(predicates)),
+                                                                    predicates, trees=nodes)
                 log.info("%s %s: %d blocks, %d cuts, seconds %s", kind, name, len(records), len(predicates),
                          measured.seconds)
             featurized.release()
@@ -297,6 +306,12 @@ def run_benchmark(data: BenchData, block_rows: int, work: Path, layouts=LAYOUTS,
                 "index_bytes": index_size[name], "plans": plans[name]}
             per_template[row] = result_layouts[row].pop("_per_template")
             per_query[row] = result_layouts[row].pop("_per_query")
+            if row in path_only:
+                on_paths = read_counts(test_q, test, RoutingIndex({t: (ix,) for t, ix in path_only[row].items()}, {}),
+                                       schema, False)
+                result_layouts[row]["tree_paths_only"] = {
+                    "blocks_read": on_paths["blocks_read"], "rows_read": on_paths["rows_read"],
+                    "blocks_per_template": {str(t): n for t, n in sorted(on_paths["_per_template"].items())}}
         best_dips = min((r for r in result_layouts if r.endswith(DIPS)),
                         key=lambda r: result_layouts[r]["blocks_read"], default=None)
         semijoin = semijoin_lower_bound(spark, test, block_rows) if dips else None
@@ -408,6 +423,14 @@ def _measure_layout(table, tables: dict, optimizer: str, settings: dict, table_q
         records.append(BlockRecord(s.block_id, s.row_count, 0, "", s.stats, b.union_bits, b.all_bits,
                                    leaves=b.leaves, cells=b.cells))
     return MeasuredLayout(seconds, laid.plan.rows, plan, records, [c.predicate for c in laid.cuts], nodes, size)
+
+
+def tree_paths_only(records: list[BlockRecord], n_cuts: int) -> list[BlockRecord]:
+    """The block records with their cut bits and statistics withheld: routed on them,
+    a tree layout skips by its tree paths (and Pando's cells) alone, as the qd-tree,
+    MTO and Pando papers' routers do; ours also reads every cut's bits and zone maps."""
+    unknown = (1 << n_cuts) - 1  # "some row may satisfy every cut", and no cut holds for all rows
+    return [replace(r, stats={}, union_bits=unknown, all_bits=0) for r in records]
 
 
 def coarse_records(records: list[BlockRecord], n_r: int) -> list[BlockRecord]:
@@ -724,6 +747,10 @@ def format_result(r: dict) -> str:
                  f"p99 {r['router_ms']['p99']} ms; chart {r['chart']}")
     if "semijoin_lower_bound_blocks" in r:
         lines.append(f"semi-join lower bound (the limit of diPs): {r['semijoin_lower_bound_blocks']} blocks")
+    paths = {name: v["tree_paths_only"]["blocks_read"] for name, v in r["layouts"].items() if "tree_paths_only" in v}
+    if paths:
+        lines.append("blocks read on tree paths and cells alone (the papers' routers): "
+                     + ", ".join(f"{name} {n}" for name, n in paths.items()))
     cuts = {name: v["inputcut"] for name, v in r["layouts"].items() if "inputcut" in v}
     if cuts:
         lines.append("INPUTCUT (blocks without diPs / with, per test query; the diPs paper's Figs. 12-14), "

@@ -68,3 +68,10 @@ def test_straight_line_distances_are_cut_on_and_skip_with_the_raw_answers(trips_
     assert read["sortkey"] == blocks["sortkey"] == 20
     assert read["mto"] < blocks["mto"] and read["pando-3"] < blocks["pando-3"], (read, blocks)
     assert result["layouts"]["pando-3"]["rows_read"] >= result["rows_needed"]
+    # routed on their tree paths alone (the papers' routers), the tree layouts read more:
+    # the tip ranges (template 4) are on no path of mto's tree; sortkey has no tree
+    assert "tree_paths_only" not in result["layouts"]["sortkey"]
+    for name in ("mto", "pando-3"):
+        paths = result["layouts"][name]["tree_paths_only"]
+        assert paths["blocks_read"] > result["layouts"][name]["blocks_read"], (name, paths)
+        assert paths["blocks_per_template"]["4"] >= result["layouts"][name]["blocks_per_template"]["4"]
