@@ -6,6 +6,7 @@ runs it for several outlier shares and plots blocks read against the share."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Sequence
 
@@ -40,14 +41,17 @@ FARE_DISTANCE = ("1", "2", "6", "8", "10")  # the templates filtering the correl
 def sweep(shares: Sequence[float], rows: int = 6_000_000, block_rows: int = 10_000, per_template: int = 8,
           seed: int = 1, work: Path = Path(".layout/bench/trips"), layouts=LAYOUTS, spark_e2e: bool = False,
           dips: bool = False, coordinates: bool = False) -> dict:
-    """`run` for each outlier share (each in its own folder under `work`), and
-    the curve: blocks the test queries read per layout, in all and on the
-    fare and distance templates, against the share; chart outlier_sweep.png."""
+    """`run` for each outlier share (each in its own folder under `work`, with
+    its whole report as result.json), and the curve: blocks the test queries
+    read per layout, in all and on the fare and distance templates, against
+    the share; chart outlier_sweep.png."""
     work = work.resolve()
     points = []
     for share in shares:
-        result = run(rows, share, block_rows, per_template, seed, work / f"outliers{share:g}", layouts,
-                     spark_e2e, dips, coordinates)
+        folder = work / f"outliers{share:g}"
+        result = run(rows, share, block_rows, per_template, seed, folder, layouts, spark_e2e, dips, coordinates)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "result.json").write_text(json.dumps(result, indent=2))
         points.append({
             "outliers": share,
             "blocks_read": {name: r["blocks_read"] for name, r in result["layouts"].items()},

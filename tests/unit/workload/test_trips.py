@@ -77,6 +77,41 @@ def test_every_template_analyzes_and_runs_and_most_find_rows(made):
     assert all(found[6])  # the correlated pair is drawn where such trips are
 
 
+def test_coordinates_add_four_columns_whose_straight_line_follows_the_road_distance(made, tmp_path):
+    import duckdb
+
+    from layout_core.check.engines import to_duckdb
+    from layout_core.workload.trips import COORDINATES, schema
+
+    _, plain = made[0.10]
+    paths = generate_trips(ROWS, 0.10, 7, tmp_path / "with_points", with_coordinates=True)
+    trips = pq.read_table(paths["trips"]).to_pandas()
+    # every other column as without the points
+    pd.testing.assert_frame_equal(trips.drop(columns=list(COORDINATES)), plain["trips"])
+    assert list(schema(True).table("trips").column_names[-4:]) == list(COORDINATES)
+    straight = np.hypot(trips.tr_dropoff_x - trips.tr_pickup_x, trips.tr_dropoff_y - trips.tr_pickup_y)
+    miles = trips.tr_distance.astype(float)
+    moved = miles > 0
+    ratio = straight[moved] / miles[moved]
+    assert 0.70 < ratio.median() < 0.84 and (ratio < 1.2).all()  # 1 / 1.3, 8% noise
+    assert (straight[~moved] == 0).all()  # the zero-distance outliers stay put
+    # the distance templates filter the expression, their miles divided by 1.3; the others as before
+    lines, roads = generate(4, seed=3, straight_line=True), generate(4, seed=3)
+    for line, road in zip(lines, roads):
+        if line.template in (1, 6, 8, 10):
+            assert "tr_distance" not in line.sql.split("WHERE")[1] and "sqrt(power(" in line.sql
+        else:
+            assert line.sql == road.sql
+    assert [(q.params["LO"], q.params["HI"]) for q in lines if q.template == 1][0] == \
+        tuple(f"{float(v) / 1.3:.2f}" for v in (roads[0].params["LO"], roads[0].params["HI"]))
+    db = duckdb.connect()
+    db.execute(f"CREATE VIEW trips AS SELECT * FROM read_parquet('{paths['trips']}')")
+    for view in ("zone", "payment"):
+        db.execute(f"CREATE VIEW {view} AS SELECT * FROM read_parquet('{paths[view]}')")
+    hits = [db.execute(to_duckdb(q.sql)).fetchall()[0][0] for q in lines if q.template in (1, 6)]
+    assert sum(1 for h in hits if h) >= 6  # of 8: the scaled ranges are where the points are
+
+
 def test_bad_settings_are_one_line_and_write_nothing(tmp_path, caplog):
     out = tmp_path / "trips"
     for bad, said in ((["--outliers", "1"], "the outlier share must be in [0, 1), not 1"),
