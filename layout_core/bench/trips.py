@@ -60,8 +60,9 @@ def sweep(shares: Sequence[float], rows: int = 6_000_000, block_rows: int = 10_0
             "lower_bound_blocks": result["lower_bound_blocks"],
         })
     chart = work / "outlier_sweep.png"
-    _sweep_chart(chart, points, rows, block_rows)
-    return {"rows": rows, "block_rows": block_rows, "seed": seed, "points": points, "chart": str(chart)}
+    _sweep_chart(chart, points, rows, block_rows, coordinates)
+    return {"rows": rows, "block_rows": block_rows, "seed": seed, "coordinates": coordinates, "points": points,
+            "chart": str(chart)}
 
 
 def format_sweep(result: dict) -> str:
@@ -84,7 +85,7 @@ def format_sweep(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _sweep_chart(path: Path, points: list[dict], rows: int, block_rows: int) -> None:
+def _sweep_chart(path: Path, points: list[dict], rows: int, block_rows: int, coordinates: bool = False) -> None:
     # matplotlib only when the chart is drawn: the CLI imports this module to build its parser
     import matplotlib
 
@@ -104,7 +105,8 @@ def _sweep_chart(path: Path, points: list[dict], rows: int, block_rows: int) -> 
     axes[0].plot(shares, [p["lower_bound_blocks"] for p in points], color="grey", linestyle=":",
                  label="lower bound")
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"taxi trips, {rows:,} rows, blocks of {block_rows:,} rows")
+    fig.suptitle(f"taxi trips, {rows:,} rows, blocks of {block_rows:,} rows"
+                 + (", distance templates on the straight line" if coordinates else ""))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
