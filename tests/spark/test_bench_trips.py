@@ -1,5 +1,7 @@
 """`layout bench trips` end to end at a small scale, as a user runs it: B1's report on taxi
-trips (20,000 rows, 1% outliers, blocks of 1,000 rows, sortkey and mto, --spark)."""
+trips (20,000 rows, 1% outliers, blocks of 1,000 rows, sortkey, mto and pando-3, --spark),
+with pickup and drop-off points: the distance templates filter the straight-line distance,
+an expression no column stores. (One run for both: each costs two minutes in the suite.)"""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ def trips_b1(tmp_path_factory):
     # its own process: the benchmark starts and stops a SparkSession of its own
     done = subprocess.run(
         [sys.executable, "-m", "layout_core.cli", "bench", "trips", "--rows", "20000", "--block-rows", "1000",
-         "--per-template", "2", "--layouts", "sortkey,mto", "--spark", "--work", str(work), "--json"],
+         "--per-template", "2", "--layouts", "sortkey,mto,pando-3", "--coordinates", "--spark", "--work", str(work),
+         "--json"],
         capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout), work
@@ -27,9 +30,9 @@ def trips_b1(tmp_path_factory):
 
 def test_the_report_has_b1s_shape_and_mto_skips_where_sortkey_cannot(trips_b1):
     result, work = trips_b1
-    assert result["dataset"] == "taxi trips, 20,000 rows, 1% outliers"
+    assert result["dataset"] == "taxi trips, 20,000 rows, 1% outliers, straight-line distances"
     assert (result["rows"], result["outliers"], result["test_queries"]) == (20000, 0.01, 10)
-    assert set(result["layouts"]) == {"sortkey", "mto"}
+    assert set(result["layouts"]) == {"sortkey", "mto", "pando-3"}
     for layout in result["layouts"].values():
         assert set(layout["tables"]) == {"zone", "payment", "trips"}
         assert layout["rows_read"] >= result["rows_needed"] > 0  # skipping never loses a row
@@ -44,30 +47,18 @@ def test_rewritten_queries_give_the_raw_answers(trips_b1):
     assert spark["queries"] == 10 and spark["identical_answers"], spark["mismatches"]
 
 
-@pytest.fixture(scope="module")
-def trips_with_coordinates(tmp_path_factory):
-    work = tmp_path_factory.mktemp("bench_trips_coordinates")
-    done = subprocess.run(
-        [sys.executable, "-m", "layout_core.cli", "bench", "trips", "--rows", "20000", "--block-rows", "1000",
-         "--per-template", "2", "--layouts", "sortkey,mto,pando-3", "--coordinates", "--spark", "--work", str(work),
-         "--json"],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
-def test_straight_line_distances_are_cut_on_and_skip_with_the_raw_answers(trips_with_coordinates):
-    result = trips_with_coordinates
-    assert result["dataset"] == "taxi trips, 20,000 rows, 1% outliers, straight-line distances"
-    spark = result["spark"]
-    assert spark["queries"] == 10 and spark["identical_answers"], spark["mismatches"]
+def test_straight_line_distances_are_cut_on_and_skip(trips_b1):
+    result, _ = trips_b1
     # template 1 filters only the straight-line distance: sortkey (pickup order) reads every
     # block; mto and pando cut on the expression and skip some (its ranges hold most trips)
     read, blocks = ({name: layout[what]["1"] if what == "blocks_per_template" else layout[what]["trips"]["blocks"]
                      for name, layout in result["layouts"].items()} for what in ("blocks_per_template", "plans"))
     assert read["sortkey"] == blocks["sortkey"] == 20
     assert read["mto"] < blocks["mto"] and read["pando-3"] < blocks["pando-3"], (read, blocks)
-    assert result["layouts"]["pando-3"]["rows_read"] >= result["rows_needed"]
+
+
+def test_tree_layouts_are_also_routed_on_their_tree_paths_alone(trips_b1):
+    result, _ = trips_b1
     # routed on their tree paths alone (the papers' routers), the tree layouts read more:
     # the tip ranges (template 4) are on no path of mto's tree; sortkey has no tree
     assert "tree_paths_only" not in result["layouts"]["sortkey"]
