@@ -27,7 +27,8 @@ log = logging.getLogger("layout.pando")
 TREES = Setting("trees", "int_or_auto", 3,
                 "partitioning trees per table, 1..8 (1: mto's layout); auto: the smallest k of 1..4 whose "
                 "estimated rows read are within 2% of the best k's, on the sample, each k fitted to one half "
-                "of the training queries and measured on the other (Pando §6.3)")
+                "of the training queries and measured on the other (Pando §6.3); larger k are not tried once "
+                "a k reads over 2% more than the best so far")
 TUPLES_PER_BLOCK = Setting("tuples_per_block", "int", 16,
                            "most k-tuples (cells) per block the top-down phase may make (the bound scales with "
                            "the table's blocks); its leaf threshold rises until it holds")

@@ -217,6 +217,31 @@ def test_trees_auto_skips_a_k_that_fits_each_half_but_not_all_the_queries():
     assert plan.choices["trees"] == 3 and plan.assignment.k == 3
 
 
+def test_trees_auto_stops_at_the_first_k_that_reads_more_than_the_best():
+    # Say the held-out estimates were k = 1: 0.60, 2: 0.70, 3: 0.50. k = 2 reads over
+    # 2% more than k = 1, so k = 3 is not tried (or grown) and k = 1 is kept; a k
+    # within 2% of the best goes on (the second run: 2: 0.61, then 3: 0.50 wins).
+    from unittest import mock
+
+    import layout_core.algorithms.pando as algorithm
+
+    grow, grown = algorithm.grow_layout, []
+
+    def recorded(vc, workload, k, *args, **kwargs):
+        grown.append(k)
+        return grow(vc, workload, k, *args, **kwargs)
+
+    for estimates, figures, chosen in (({1: 0.6, 2: 0.7, 3: 0.5, 4: 0.5}, [[1, 0.6], [2, 0.7]], 1),
+                                       ({1: 0.6, 2: 0.61, 3: 0.5, 4: 0.5}, [[1, 0.6], [2, 0.61], [3, 0.5], [4, 0.5]],
+                                        3)):
+        grown.clear()
+        with mock.patch.object(algorithm, "grow_layout", recorded), \
+                mock.patch.object(algorithm, "rows_read_share", lambda vc, w, trees, *a: estimates[len(trees)]):
+            plan = _plan("pando", trees="auto")
+        assert plan.choices["trees_evaluated"] == figures and plan.choices["trees"] == chosen
+        assert max(grown, default=1) == max(k for k, _ in figures)  # no larger k was grown
+
+
 def test_an_explicit_k_over_one_block_says_so(caplog):
     # trees=2 with at most 3 k-tuples: thresholds 2, 4, 8, 16, 32 rows all let
     # both trees cut 50/50 (4 k-tuples), 64 allows no cut (1); bisection
