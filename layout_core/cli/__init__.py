@@ -754,7 +754,9 @@ def build_parser() -> argparse.ArgumentParser:
     trips_gen.add_argument("--seed", type=int, default=1, help="seed (default 1)")
     trips_gen.add_argument("--out", required=True, help="output folder")
     trips_gen.add_argument("--coordinates", action="store_true",
-                           help="also the pickup and dropoff points (tr_pickup_x, ..., tr_dropoff_y, double)")
+                           help="also the pickup and dropoff points (tr_pickup_x, ..., tr_dropoff_y, double; "
+                                "the shipped trips schema does not list them, `layout bench trips --coordinates` "
+                                "adds them to its own)")
     trips_gen.set_defaults(func=cmd_trips_generate)
 
     tpcds_gen = sub.add_parser("tpcds", help="TPC-DS data (dsdgen)").add_subparsers(
