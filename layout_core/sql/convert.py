@@ -118,8 +118,7 @@ def _expression_column(node: exp.Expression, resolve: Resolver) -> Column | None
             ref, col = found
             refs.add(ref)
             reads.add(f"{ref}.{col.name}")
-            for part in ("table", "db", "catalog"):
-                e.set(part, None)
+            _drop_qualifiers(e)
             e.set("this", exp.to_identifier(col.name))  # one text however the query spells the name
             return col.kind
         if isinstance(e, exp.Literal):
@@ -274,9 +273,7 @@ def _opaque(node: exp.Expression, resolve: Resolver) -> Predicate:
         else:
             ref, col = found
             cols.add(f"{ref}.{col.name}")
-        c.set("table", None)
-        c.set("db", None)
-        c.set("catalog", None)
+        _drop_qualifiers(c)
     return Opaque(
         # every identifier quoted, as sqlglot's qualify leaves them: the text names the atom,
         # the same whichever resolved its columns (sql.columns, or qualify)
@@ -284,6 +281,12 @@ def _opaque(node: exp.Expression, resolve: Resolver) -> Predicate:
         frozenset(cols),
         deterministic=_is_deterministic(node),
     )
+
+
+def _drop_qualifiers(column: exp.Column) -> None:
+    """`t.x` as `x`: an atom's text names it whichever reference it was written on."""
+    for part in ("table", "db", "catalog"):
+        column.set(part, None)
 
 
 def _is_deterministic(node: exp.Expression) -> bool:

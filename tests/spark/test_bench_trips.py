@@ -51,8 +51,8 @@ def test_straight_line_distances_are_cut_on_and_skip(trips_b1):
     result, _ = trips_b1
     # template 1 filters only the straight-line distance: sortkey (pickup order) reads every
     # block; mto and pando cut on the expression and skip some (its ranges hold most trips)
-    read, blocks = ({name: layout[what]["1"] if what == "blocks_per_template" else layout[what]["trips"]["blocks"]
-                     for name, layout in result["layouts"].items()} for what in ("blocks_per_template", "plans"))
+    read = {name: layout["blocks_per_template"]["1"] for name, layout in result["layouts"].items()}
+    blocks = {name: layout["plans"]["trips"]["blocks"] for name, layout in result["layouts"].items()}
     assert read["sortkey"] == blocks["sortkey"] == 20
     assert read["mto"] < blocks["mto"] and read["pando-3"] < blocks["pando-3"], (read, blocks)
 
