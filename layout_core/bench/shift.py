@@ -424,7 +424,8 @@ def history(queries, ts: dt.datetime):
     return [QueryRecord(ts, q.sql, template_fingerprint(q.sql), "import") for q in queries]
 
 
-def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float, folds: int) -> dict:
+def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float, folds: int,
+                   floor: str = "noise") -> dict:
     """Record `window` in the history of a catalog and run the workload monitor on it."""
     # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.reorg.monitor import monitor_tables
@@ -433,8 +434,8 @@ def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float
     now = dt.datetime.now(dt.timezone.utc)
     with Catalog(f"sqlite:///{catalog_path}") as catalog:
         catalog.record_queries(history(window, now - dt.timedelta(minutes=1)))
-        reports = monitor_tables(spark, catalog, schema, list(STAR_ORDER), ShiftSettings(q=q, w=w, folds=folds),
-                                 now)
+        settings = ShiftSettings(q=q, w=w, folds=folds, floor=floor)
+        reports = monitor_tables(spark, catalog, schema, list(STAR_ORDER), settings, now)
     return {"reward": round(float(sum(r.reward for r in reports)), 3),
             "tables": {r.table: {"reward": round(float(r.reward), 3), "references": r.references,
                                  "blocks_chosen": sum(p.blocks_chosen for p in r.partitions),
@@ -449,7 +450,8 @@ def with_written(decision: dict, written: dict) -> dict:
     return {**decision, **{k: written[k] for k in WRITTEN}, "reorganized": tables}
 
 
-def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: int) -> tuple[dict, float]:
+def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: int,
+                floor: str = "noise") -> tuple[dict, float]:
     """Every table's shift measured once on the catalog's window (star order): {table:
     ShiftReport} and the seconds it took. Every point of the benchmark is decided from these
     measurements (`reorg.shift.rechoose`): each subtree's B is computed once."""
@@ -457,7 +459,7 @@ def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: 
     from layout_core.flows.reorg.shift import ShiftSettings, measure_shift
 
     started = time.monotonic()
-    settings = ShiftSettings(q=q, w=w, prune=prune, folds=folds)
+    settings = ShiftSettings(q=q, w=w, prune=prune, folds=folds, floor=floor)
     reports = {t: measure_shift(spark, catalog, schema, t, settings) for t in STAR_ORDER}
     return reports, round(time.monotonic() - started, 2)
 
@@ -541,7 +543,7 @@ def partial_reorganization(spark, catalog, schema, warehouse: Path, reports: dic
 
 def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         q_values=Q_VALUES, w: float = W, work: Path = Path(".layout/bench/shift"), gentle: bool = True,
-        scenario: str = "templates", searches=("pruned",), folds: int = 2) -> dict:
+        scenario: str = "templates", searches=("pruned",), folds: int = 2, floor: str = "noise") -> dict:
     # pyspark only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.spark.session import local_session
     # sqlglot only when the benchmark runs: the CLI imports this module to build its parser
@@ -574,7 +576,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
     base = runs / "base.db"
     result: dict = {"scenario": {"name": shift.name, "old": shift.old_label, "new": shift.new_label},
                     "scale_factor": sf, "block_rows": block_rows, "per_template": per_template, "w": w,
-                    "searches": list(searches), "folds": folds,
+                    "searches": list(searches), "folds": folds, "floor": floor,
                     "train_queries": len(train), "window_queries": len(window), "test_queries": len(test),
                     "blocks_read_of": "every table reference of the test queries, all 8 tables, diPs off"}
     # The JVM options of the DAGs' Spark jobs (local_session's defaults: the C1 JIT only),
@@ -591,7 +593,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
         # The monitor on the unchanged workload (a copy: its window stays out of the base's history).
         unchanged_report = monitor_reward(spark, copy_catalog(base, runs / "unchanged.db"), schema, unchanged,
-                                          MONITOR_Q, w, folds)
+                                          MONITOR_Q, w, folds, floor)
         result["unchanged_window_reward"] = unchanged_report["reward"]
         result["unchanged_window"] = unchanged_report
 
@@ -599,7 +601,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
             catalog.record_queries(history(window, dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)))
 
         result["searches"] = _points(spark, schema, base, runs, warehouse, test, analyses, q_values, w, searches,
-                                     folds)
+                                     folds, floor)
         result["partial"] = result["searches"][searches[0]]
 
         with Catalog(f"sqlite:///{copy_catalog(base, runs / 'full.db')}") as catalog:
@@ -615,7 +617,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
         if gentle:
             result["gentle"] = gentle_shift(spark, schema, runs / "gentle", sources, sf, per_template,
-                                            block_rows, w, shift, folds)
+                                            block_rows, w, shift, folds, floor)
     finally:
         spark.stop()
 
@@ -634,7 +636,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
 
 def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analyses, q_values, w: float,
-            searches, folds: int) -> dict:
+            searches, folds: int, floor: str = "noise") -> dict:
     """Per search and q (str), the partial reorganization's blocks read on the test queries
     and what it rewrote, each from a copy of the base catalog. The shift is measured once; a
     point whose chosen subtrees another point already wrote takes that point's numbers."""
@@ -648,7 +650,7 @@ def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analys
     with Catalog(f"sqlite:///{base}") as catalog:
         index = RoutingIndex.from_snapshot(catalog.snapshot())
         measured, measure_seconds = measure_all(spark, catalog, schema, setting(max(q_values)), w,
-                                                searches[0] != "exact", folds)
+                                                searches[0] != "exact", folds, floor)
     log.info("the shift measured on every table in %.1f s", measure_seconds)
     test_routes = [route_analysis(a, index, schema, dips=False) for a in analyses]
     oracles: dict = {}
@@ -689,7 +691,7 @@ def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analys
 
 
 def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_template: int, block_rows: int,
-                 w: float, shift: Scenario, folds: int) -> dict:
+                 w: float, shift: Scenario, folds: int, floor: str = "noise") -> dict:
     """Laid out for 80% old / 20% new queries, then the monitor on a window of the same
     mix and on one of the reverse mix (a catalog and warehouse of its own)."""
     # numpy only when the benchmark runs: the CLI imports this module to build its parser
@@ -711,9 +713,10 @@ def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_templa
                               "train-80-20")
     out = {"instances_per_template": {"major": major, "minor": minor},
            "train_share_old": round(major / (major + minor), 3), "layout_seconds": round(sum(seconds.values()), 2)}
-    out["same_mix"] = monitor_reward(spark, copy_catalog(base, home / "same.db"), schema, same, MONITOR_Q, w, folds)
+    out["same_mix"] = monitor_reward(spark, copy_catalog(base, home / "same.db"), schema, same, MONITOR_Q, w, folds,
+                                     floor)
     out["reverse_mix"] = monitor_reward(spark, copy_catalog(base, home / "reverse.db"), schema, reverse,
-                                        MONITOR_Q, w, folds)
+                                        MONITOR_Q, w, folds, floor)
     return out
 
 
@@ -848,10 +851,11 @@ def format_result(r: dict) -> str:
                                  for q, p in r["partial"].items()))
     if r.get("root_check"):
         lines.append("a full re-layout's gain per query, predicted / realized, on the window (grown on it) and "
-                     "on the test queries (grown on the other half): " + "; ".join(
-                         f"{t} {c['predicted']:g} / {c['realized']:g} and {c['predicted_out']:g} / "
-                         f"{c['realized_test']:g}" for t, c in r["root_check"].items()
-                         if c["predicted"] or c["realized"]))
+                     f"on the test queries (grown on the other folds; the training log's floor, "
+                     f"{r.get('floor', 'noise')}): " + "; ".join(
+                         f"{t} {c['predicted']:g} / {c['realized']:g} and {c['predicted_out']:g}"
+                         + (f" (floor {c['noise']:g})" if "noise" in c else "") + f" / {c['realized_test']:g}"
+                         for t, c in r["root_check"].items() if c["predicted"] or c["realized"]))
     lines.append(f"monitor on an unchanged window ({r['scenario']['old']}, q = {MONITOR_Q:g}): reward "
                  f"{r['unchanged_window_reward']:g}")
     if "gentle" in r:
@@ -897,7 +901,7 @@ def cmd_bench_shift(args) -> int:
         raise UserError(f"--folds must be >= 2 (B is judged on queries its tree was not grown on), not {args.folds}")
     result = run(sf=args.sf, block_rows=args.block_rows, per_template=args.per_template, q_values=q_values,
                  w=args.w, work=Path(args.work), gentle=not args.no_gentle, scenario=args.scenario,
-                 searches=searches, folds=args.folds)
+                 searches=searches, folds=args.folds, floor=args.floor)
     (Path(args.work) / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(json_line(result)) if args.json else format_result(result))
     return 0
@@ -933,6 +937,10 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
     bs.add_argument("--folds", type=int, default=2,
                     help="parts the window's queries are split in to judge B out of sample (the monitor's "
                          "ShiftSettings.folds; default 2)")
+    bs.add_argument("--floor", choices=("noise", "bias"), default="noise",
+                    help="the training log's B: noise (subtracted when positive; the monitor's default) or bias "
+                         "(subtracted whatever its sign: what trees grown on part of a log lose is added back; "
+                         "ShiftSettings.floor)")
     bs.add_argument("--work", default=".layout/bench/shift", help="folder for data and results")
     bs.add_argument("--json", action="store_true", help="print the result as one JSON line")
     bs.set_defaults(func=cmd_bench_shift)

@@ -159,6 +159,25 @@ def test_each_subtree_is_measured_once_however_many_searches_decide():
     assert unguarded.lower_bound == pytest.approx(2.0) and unguarded.significant
 
 
+def test_a_training_log_floor_below_zero_counts_only_as_bias():
+    """Root and leaf 1 save each of four window queries 1 block, leaf 2 nothing; on the
+    training log trees grown on half of it lose 2 blocks per query on the root and leaf 1
+    (leaf 2: 0). As noise (the default) a floor below 0 counts 0: B = 1, 1, 0. As bias it is
+    added back: B = 3, 3, 0, and at q/w 4 the root (4·3 - 4 = 8) and leaf 1 (4·3 - 2 = 10) pay."""
+    _, _, old = _two_leaf_partition()
+    gains = {0: np.ones(4), 1: np.ones(4), 2: np.zeros(4)}
+    floors = {0: np.full(6, -2.0), 1: np.full(6, -2.0), 2: np.zeros(6)}
+    halves = np.arange(4) % 2
+    noise = SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, gains.__getitem__, floors.__getitem__, halves)
+    bias = SubtreeBenefits(old, [4, 2, 2], [4.0, 3.0, 1.0], 4, gains.__getitem__, floors.__getitem__, halves,
+                           clip_floor=False)
+    assert [noise.benefit(i) for i in range(3)] == [1.0, 1.0, 0.0]
+    assert [bias.benefit(i) for i in range(3)] == [3.0, 3.0, 0.0] and bias.noise[0] == -2.0
+    rewards = choose(bias, ShiftSettings(q=400, w=100, prune=False, floor="bias"))
+    assert rewards.plan.nodes == (1,) and rewards.plan.reward == pytest.approx(10.0)
+    assert rewards.lower_bound == pytest.approx(10.0)  # every query and floor alike: no spread
+
+
 def test_a_gain_one_half_of_the_window_does_not_confirm_is_noise():
     """A root over two leaves, C = 4, 2, 2; eight queries, halves 0, 1, 0, 1, ...; q/w 10.
     Leaf 1 saves 2 blocks to each query of half 0 and none of half 1, leaf 2 the reverse;
@@ -200,7 +219,7 @@ def test_with_three_folds_the_guard_chooses_outside_each_fold_and_judges_on_it()
     assert rewards.lower_bound == pytest.approx(-4 / 3) and not rewards.significant
 
 def test_shift_settings_refuse_nonsense():
-    for bad in ({"q": 0}, {"w": -1}, {"window_hours": 0}, {"min_references": 0}):
+    for bad in ({"q": 0}, {"w": -1}, {"window_hours": 0}, {"min_references": 0}, {"floor": "none"}):
         with pytest.raises(ValueError):
             ShiftSettings(**bad)
 

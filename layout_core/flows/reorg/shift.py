@@ -83,13 +83,20 @@ TREE_OPTIMIZERS = ("qdtree", "mto")
 DEFAULT_REOPTIMIZER = "mto"  # re-lays out a partition whose optimizer grows no qd-tree
 
 
+FLOORS = ("noise", "bias")  # ShiftSettings.floor
+
+
 @dataclass(frozen=True)
 class ShiftSettings:
     """q: queries expected before the next shift; w: writing a block costs w block reads
     (`layout calibrate` measures it); window_hours: how far back Q reaches; min_references:
     fewer references to the table than this is too small a window to act on; folds: how many
     parts the window's queries are split in to judge B out of sample (each T' is grown on all
-    parts but one: more folds, trees grown on more of the window, and more trees to grow)."""
+    parts but one: more folds, trees grown on more of the window, and more trees to grow);
+    floor: what the training log's B is taken for (FLOORS): "noise", a gain any tree shows
+    without a shift, subtracted only when positive; "bias", also what a tree grown on part of
+    a log loses to one grown on all of it, subtracted whatever its sign (a negative floor is
+    added back to the window's B)."""
 
     q: float = 200.0
     w: float = 100.0
@@ -98,6 +105,7 @@ class ShiftSettings:
     sample_rows: int = 150_000
     prune: bool = True
     folds: int = 2
+    floor: str = "noise"
 
     def __post_init__(self) -> None:
         for name in ("q", "w", "window_hours"):
@@ -108,6 +116,8 @@ class ShiftSettings:
         if self.folds < 2:
             raise ValueError(f"folds must be >= 2 (B is judged on queries its tree was not grown on), "
                              f"not {self.folds!r}")
+        if self.floor not in FLOORS:
+            raise ValueError(f"floor is one of {', '.join(FLOORS)}, not {self.floor!r}")
 
 
 def default_w(catalog) -> float:
@@ -283,12 +293,13 @@ class SubtreeBenefits:
 
     per_query(i) -> the gain of subtree i per query of the log it is judged on;
     floor_per_query(i) -> the same on the layout's own training log (None: no noise floor);
-    noise(i), the floor, is the mean of that, at least 0. B(i) = max(0, mean gain - noise).
+    noise(i), the floor, is the mean of that, at least 0 (`clip_floor`; else whatever its
+    sign, ShiftSettings.floor "bias"). B(i) = max(0, mean gain - noise).
     `choose` runs the search on it; the shift benchmark runs it again for other
     q/w and with and without pruning, on the same measurements."""
 
     def __init__(self, subtrees: OldSubtrees, blocks: Sequence[int], reads_now: Sequence[float], queries: int,
-                 per_query, floor_per_query=None, folds: np.ndarray | None = None) -> None:
+                 per_query, floor_per_query=None, folds: np.ndarray | None = None, clip_floor: bool = True) -> None:
         self.shape = SubtreeShape(subtrees.children, tuple(int(b) for b in blocks), tuple(reads_now))
         self.leaf_ids = subtree_leaf_ids(subtrees)
         self.queries = queries
@@ -296,6 +307,7 @@ class SubtreeBenefits:
         if self.folds is not None and self.folds.shape != (queries,):
             raise ValueError(f"folds needs one entry per query ({queries}), not shape {self.folds.shape}")
         self._per_query, self._floor_per_query = per_query, floor_per_query
+        self.clip_floor = clip_floor
         self.gains: dict[int, np.ndarray] = {}
         self.floor_gains: dict[int, np.ndarray] = {}  # per node, per query of the training log
         self.noise: dict[int, float] = {}
@@ -306,7 +318,8 @@ class SubtreeBenefits:
             if self._floor_per_query is not None:
                 self.floor_gains[i] = self._floor_per_query(i)
             floor = self.floor_gains.get(i)
-            self.noise[i] = max(0.0, float(floor.mean())) if floor is not None and floor.size else 0.0
+            mean = float(floor.mean()) if floor is not None and floor.size else 0.0
+            self.noise[i] = max(0.0, mean) if self.clip_floor else mean
         return max(0.0, float(self.gains[i].sum()) / self.queries - self.noise[i])
 
     def benefit_on(self, queries: np.ndarray):
@@ -332,14 +345,14 @@ class SubtreeBenefits:
             floors = [self.floor_gains[i] for i in plan.nodes if i in self.floor_gains]
             held_out.append(HeldOut(gains, np.array(floors) if floors else None,
                                  float(sum(self.shape.blocks[i] for i in plan.nodes))))
-        return held_out_lower_bound(held_out, settings.q / settings.w)
+        return held_out_lower_bound(held_out, settings.q / settings.w, clip_floor=self.clip_floor)
 
     @classmethod
     def out_of_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
-                      training: OutOfSampleGain | None) -> "SubtreeBenefits":
+                      training: OutOfSampleGain | None, clip_floor: bool = True) -> "SubtreeBenefits":
         """B judged out of sample on the window, less the same B on the layout's own training
-        log (None: not recorded); A(T), the bound B cannot pass, is what the window's
-        queries read of T now."""
+        log (None: not recorded; `clip_floor`: only when positive); A(T), the bound B cannot
+        pass, is what the window's queries read of T now."""
         queries = window.refs.queries
         leaf_ids = subtree_leaf_ids(subtrees)
         # per query: a query reading the table twice (a self-join) reads a subtree twice
@@ -352,7 +365,7 @@ class SubtreeBenefits:
             return training.per_query(subtrees.vector_indices(i), leaf_ids[i])
 
         return cls(subtrees, blocks, reads_now, queries, per_query, None if training is None else floor_per_query,
-                   window.fold)
+                   window.fold, clip_floor)
 
 
 def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = True) -> "PartitionRewards":
@@ -554,7 +567,7 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
                       "the window's references to the table all fall in one fold of its queries: a new layout "
                       "cannot be judged out of sample; no reorganization"), model(new_subtrees)
     benefits = SubtreeBenefits.out_of_sample(new_subtrees.old, _subtree_blocks(new_subtrees.old, tree, sizes),
-                                             inputs.window_gain, inputs.training_gain)
+                                             inputs.window_gain, inputs.training_gain, settings.floor == "noise")
     root_in_sample = inputs.window_gain.in_sample(np.arange(inputs.vc.n), benefits.leaf_ids[0], np.arange(m))
     measured = result((), 0.0, 0, len(tree.node_ids), "", root_gain_in_sample=root_in_sample)
     shift = _decided(measured, choose(benefits, settings), tree, settings)

@@ -393,13 +393,14 @@ class HeldOut:
 
 
 def held_out_lower_bound(folds: Sequence[HeldOut], ratio: float, resamples: int = 1000, level: float = 0.05,
-                         seed: int = 0) -> float:
+                         seed: int = 0, clip_floor: bool = True) -> float:
     """The `level` quantile, over resamples, of the mean over `folds` of ratio x net - cost.
 
     net is the resample's mean gain of the fold's queries (with replacement, each fold apart;
     seeded: the same logs give the same bound) less, per subtree of the set, max(0, mean) of
-    its floor on an independent resample of the training log's queries: the floor is measured
-    on a sample too, and a bound that took it as exact would fire on noise."""
+    its floor on an independent resample of the training log's queries (the mean whatever its
+    sign without `clip_floor`): the floor is measured on a sample too, and a bound that took it
+    as exact would fire on noise."""
     rng = np.random.default_rng(seed)
     total = np.zeros(resamples)
     for fold in folds:
@@ -410,6 +411,7 @@ def held_out_lower_bound(folds: Sequence[HeldOut], ratio: float, resamples: int 
         if fold.floor is not None and np.asarray(fold.floor).size:
             floor = np.atleast_2d(np.asarray(fold.floor, dtype=np.float64))
             picks = rng.integers(0, floor.shape[1], size=(resamples, floor.shape[1]))
-            net = net - np.maximum(0.0, floor[:, picks].mean(axis=2)).sum(axis=0)
+            means = floor[:, picks].mean(axis=2)
+            net = net - (np.maximum(0.0, means) if clip_floor else means).sum(axis=0)
         total += ratio * net - fold.cost
     return float(np.quantile(total / max(1, len(folds)), level))

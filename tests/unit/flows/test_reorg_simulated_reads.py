@@ -215,6 +215,19 @@ def test_the_noise_floor_is_resampled_too():
     assert _bound(window, floor=np.zeros((0, 30))) == pytest.approx(2.0)
 
 
+def test_a_bias_floor_is_subtracted_whatever_its_sign():
+    """The same window (2 blocks saved per query) against a training log whose trees, grown on
+    half of it, lose 3 blocks per query to the layout: as noise the floor counts 0, as bias
+    (`clip_floor=False`) it is added back, 2 + 3 = 5; a positive floor is taken off either
+    way."""
+    window = np.full(40, 2.0)
+    losing = np.full((1, 30), -3.0)
+    assert _bound(window, floor=losing) == pytest.approx(2.0)
+    assert held_out_lower_bound([HeldOut(window, losing, 1.0)], 2.0, clip_floor=False) == pytest.approx(2 * 5 - 1)
+    gaining = np.full((1, 30), 0.5)
+    assert held_out_lower_bound([HeldOut(window, gaining, 0.0)], 1.0, clip_floor=False) == pytest.approx(1.5)
+
+
 def test_a_long_training_log_is_kept_as_an_even_spread():
     from layout_core.flows.nightly.artifacts import spread, training_log_record
 
