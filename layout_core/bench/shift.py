@@ -940,7 +940,7 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
     bs.add_argument("--floor", choices=("noise", "bias"), default="noise",
                     help="the training log's B: noise (subtracted when positive; the monitor's default) or bias "
                          "(subtracted whatever its sign: what trees grown on part of a log lose is added back; "
-                         "ShiftSettings.floor)")
+                         "ShiftSettings.floor; measured to fire on an unchanged window, docs/benchmarks.md)")
     bs.add_argument("--work", default=".layout/bench/shift", help="folder for data and results")
     bs.add_argument("--json", action="store_true", help="print the result as one JSON line")
     bs.set_defaults(func=cmd_bench_shift)
