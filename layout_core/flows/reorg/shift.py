@@ -96,7 +96,8 @@ class ShiftSettings:
     floor: what the training log's B is taken for (FLOORS): "noise", a gain any tree shows
     without a shift, subtracted only when positive; "bias", also what a tree grown on part of
     a log loses to one grown on all of it, subtracted whatever its sign (a negative floor is
-    added back to the window's B)."""
+    added back to the window's B; measured to fire on an unchanged window, since the layout was
+    grown on the training log's own queries: docs/benchmarks.md)."""
 
     q: float = 200.0
     w: float = 100.0
