@@ -73,6 +73,7 @@ from pathlib import Path
 from layout_core.base.errors import UserError
 from layout_core.base.schema import load_schema
 from layout_core.catalog import Catalog, QueryRecord
+from layout_core.flows.names import SHIFT_FLOORS
 from layout_core.workload.tpch_data import generate_tpch
 
 log = logging.getLogger("layout.bench.shift")
@@ -937,7 +938,7 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
     bs.add_argument("--folds", type=int, default=2,
                     help="parts the window's queries are split in to judge B out of sample (the monitor's "
                          "ShiftSettings.folds; default 2)")
-    bs.add_argument("--floor", choices=("noise", "bias"), default="noise",
+    bs.add_argument("--floor", choices=SHIFT_FLOORS, default="noise",
                     help="the training log's B: noise (subtracted when positive; the monitor's default) or bias "
                          "(subtracted whatever its sign: what trees grown on part of a log lose is added back; "
                          "ShiftSettings.floor; measured to fire on an unchanged window, docs/benchmarks.md)")

@@ -25,6 +25,9 @@ PLAN_FILE = "plan.json"
 # monitor's noise floor): their SQL, and how many queries the log held in all.
 TRAINING_QUERIES = "training_queries"
 TRAINING_LOG_QUERIES = "training_log_queries"
+# What the workload monitor takes the training log's B for (ShiftSettings.floor; the
+# benchmark's --floor choices): subtracted when positive, or whatever its sign.
+SHIFT_FLOORS = ("noise", "bias")
 # A reorganization run's list of partitions, in its table-wide folder once plan_reorg is done.
 REORG_PLANNED = "reorg_planned.json"
 # <warehouse>/_monitor/<run>/shift.json: the workload monitor's report.

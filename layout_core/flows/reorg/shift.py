@@ -49,7 +49,7 @@ from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import ActiveLayout, CatalogSnapshot, QueryRecord, TreeNodeRecord
 from layout_core.catalog.records import tree_roots
-from layout_core.flows.names import TRAINING_LOG_QUERIES, TRAINING_QUERIES
+from layout_core.flows.names import SHIFT_FLOORS, TRAINING_LOG_QUERIES, TRAINING_QUERIES
 from layout_core.flows.reorg.calibrate import calibrated_w
 from layout_core.flows.reorg.optimal_set import SubtreeShape, optimal_set
 from layout_core.flows.reorg.simulated_reads import (
@@ -83,9 +83,6 @@ TREE_OPTIMIZERS = ("qdtree", "mto")
 DEFAULT_REOPTIMIZER = "mto"  # re-lays out a partition whose optimizer grows no qd-tree
 
 
-FLOORS = ("noise", "bias")  # ShiftSettings.floor
-
-
 @dataclass(frozen=True)
 class ShiftSettings:
     """q: queries expected before the next shift; w: writing a block costs w block reads
@@ -93,7 +90,7 @@ class ShiftSettings:
     fewer references to the table than this is too small a window to act on; folds: how many
     parts the window's queries are split in to judge B out of sample (each T' is grown on all
     parts but one: more folds, trees grown on more of the window, and more trees to grow);
-    floor: what the training log's B is taken for (FLOORS): "noise", a gain any tree shows
+    floor: what the training log's B is taken for (SHIFT_FLOORS): "noise", a gain any tree shows
     without a shift, subtracted only when positive; "bias", also what a tree grown on part of
     a log loses to one grown on all of it, subtracted whatever its sign (a negative floor is
     added back to the window's B; measured to fire on an unchanged window, since the layout was
@@ -117,8 +114,8 @@ class ShiftSettings:
         if self.folds < 2:
             raise ValueError(f"folds must be >= 2 (B is judged on queries its tree was not grown on), "
                              f"not {self.folds!r}")
-        if self.floor not in FLOORS:
-            raise ValueError(f"floor is one of {', '.join(FLOORS)}, not {self.floor!r}")
+        if self.floor not in SHIFT_FLOORS:
+            raise ValueError(f"floor is one of {', '.join(SHIFT_FLOORS)}, not {self.floor!r}")
 
 
 def default_w(catalog) -> float:
