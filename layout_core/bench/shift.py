@@ -87,7 +87,11 @@ SEARCHES = ("pruned", "exact", "oracle")
 INF_RATIO = 1e6  # q = inf: q/w this large, so that only B decides and C breaks ties
 W = 100.0
 MONITOR_Q = 200.0  # q of the unchanged-window and gentle-shift monitor runs
-SEEDS = {"train": 1, "window": 2, "test": 3, "unchanged": 4}
+SEEDS = {"train": 1, "window": 2, "test": 3, "unchanged": 4, "reference": 5}
+# The monitor runs this long after the layouts went live, so that the first day after them
+# (the reference window of ShiftSettings.floor "reference": new instances of the training
+# templates, recorded right after the layout) is over before the window it judges begins.
+MONITOR_DELAY = dt.timedelta(days=3)
 # Targets (issue 14, in docs/benchmarks.md): partial reorganization at q = TARGET_Q recovers at least
 # TARGET_RECOVERY of the full re-layout's reduction in blocks read while
 # rewriting at most TARGET_REWRITTEN of the blocks; its re-optimization takes
@@ -418,6 +422,16 @@ def lay_out_all(spark, catalog, schema, warehouse: Path, sources: dict, query_lo
     return seconds
 
 
+def monitor_now() -> dt.datetime:
+    """When the benchmark's monitor runs (MONITOR_DELAY after now); its windows end here."""
+    return dt.datetime.now(dt.timezone.utc) + MONITOR_DELAY
+
+
+def record_reference(catalog, queries) -> None:
+    """The first queries after the layouts went live: the reference window (seed "reference")."""
+    catalog.record_queries(history(queries, dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1)))
+
+
 def history(queries, ts: dt.datetime):
     # sqlglot only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.workload.history import template_fingerprint
@@ -432,7 +446,7 @@ def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float
     from layout_core.flows.reorg.monitor import monitor_tables
     from layout_core.flows.reorg.shift import ShiftSettings  # pyspark, sqlglot and numpy as well
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = monitor_now()
     with Catalog(f"sqlite:///{catalog_path}") as catalog:
         catalog.record_queries(history(window, now - dt.timedelta(minutes=1)))
         settings = ShiftSettings(q=q, w=w, folds=folds, floor=floor)
@@ -461,7 +475,8 @@ def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: 
 
     started = time.monotonic()
     settings = ShiftSettings(q=q, w=w, prune=prune, folds=folds, floor=floor)
-    reports = {t: measure_shift(spark, catalog, schema, t, settings) for t in STAR_ORDER}
+    now = monitor_now()
+    reports = {t: measure_shift(spark, catalog, schema, t, settings, now) for t in STAR_ORDER}
     return reports, round(time.monotonic() - started, 2)
 
 
@@ -570,6 +585,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
     window = shift.queries(True, per_template, SEEDS["window"], sf)
     test = shift.queries(True, per_template, SEEDS["test"], sf)
     unchanged = shift.queries(False, per_template, SEEDS["unchanged"], sf)
+    reference = shift.queries(False, per_template, SEEDS["reference"], sf)
     train_log = write_sql_file(train, runs / "train_old.sql")
     window_log = write_sql_file(window, runs / "window_new.sql")
     analyses = [analyze(q.sql, schema) for q in test]
@@ -587,6 +603,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         with Catalog(f"sqlite:///{base}") as catalog:
             result["layout_seconds"] = lay_out_all(spark, catalog, schema, warehouse, sources, train_log,
                                                    block_rows, "train-old")
+            record_reference(catalog, reference)
             result["old"] = {**router_reads(catalog, test, analyses, schema),
                              "blocks_total": layout_blocks(catalog, STAR_ORDER),
                              "window": router_reads(catalog, window, window_analyses, schema)}
@@ -599,7 +616,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         result["unchanged_window"] = unchanged_report
 
         with Catalog(f"sqlite:///{base}") as catalog:
-            catalog.record_queries(history(window, dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)))
+            catalog.record_queries(history(window, monitor_now() - dt.timedelta(minutes=1)))
 
         result["searches"] = _points(spark, schema, base, runs, warehouse, test, analyses, q_values, w, searches,
                                      folds, floor)
@@ -712,6 +729,7 @@ def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_templa
     with Catalog(f"sqlite:///{base}") as catalog:
         seconds = lay_out_all(spark, catalog, schema, home / "warehouse", sources, train_log, block_rows,
                               "train-80-20")
+        record_reference(catalog, mixed(SEEDS["reference"], SEEDS["reference"], major, minor))
     out = {"instances_per_template": {"major": major, "minor": minor},
            "train_share_old": round(major / (major + minor), 3), "layout_seconds": round(sum(seconds.values()), 2)}
     out["same_mix"] = monitor_reward(spark, copy_catalog(base, home / "same.db"), schema, same, MONITOR_Q, w, folds,
@@ -939,9 +957,10 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
                     help="parts the window's queries are split in to judge B out of sample (the monitor's "
                          "ShiftSettings.folds; default 2)")
     bs.add_argument("--floor", choices=SHIFT_FLOORS, default="noise",
-                    help="the training log's B: noise (subtracted when positive; the monitor's default) or bias "
-                         "(subtracted whatever its sign: what trees grown on part of a log lose is added back; "
-                         "ShiftSettings.floor; measured to fire on an unchanged window, docs/benchmarks.md)")
+                    help="ShiftSettings.floor: noise (B out of sample, less the training log's when positive; "
+                         "the monitor's default), bias (the training log's subtracted whatever its sign; measured "
+                         "to fire on an unchanged window, docs/benchmarks.md) or reference (B in sample, less the "
+                         "same on a reference window of new training-template queries recorded after the layout)")
     bs.add_argument("--work", default=".layout/bench/shift", help="folder for data and results")
     bs.add_argument("--json", action="store_true", help="print the result as one JSON line")
     bs.set_defaults(func=cmd_bench_shift)

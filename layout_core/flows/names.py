@@ -25,9 +25,10 @@ PLAN_FILE = "plan.json"
 # monitor's noise floor): their SQL, and how many queries the log held in all.
 TRAINING_QUERIES = "training_queries"
 TRAINING_LOG_QUERIES = "training_log_queries"
-# What the workload monitor takes the training log's B for (ShiftSettings.floor; the
-# benchmark's --floor choices): subtracted when positive, or whatever its sign.
-SHIFT_FLOORS = ("noise", "bias")
+# What the workload monitor's floor is (ShiftSettings.floor; the benchmark's --floor choices):
+# the training log's B out of sample, subtracted when positive ("noise") or whatever its sign
+# ("bias"); or a reference window's B in sample, the window's B in sample too ("reference").
+SHIFT_FLOORS = ("noise", "bias", "reference")
 # A reorganization run's list of partitions, in its table-wide folder once plan_reorg is done.
 REORG_PLANNED = "reorg_planned.json"
 # <warehouse>/_monitor/<run>/shift.json: the workload monitor's report.

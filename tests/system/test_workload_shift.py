@@ -3,6 +3,7 @@
 import datetime as dt
 import json
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from layout_core.flows.reorg.shift import (
 )
 from layout_core.flows.reorg.simulated_reads import ColumnValues, OutOfSampleGain, References, SampledRows
 from layout_core.flows.reorg.subtrees import old_subtrees
-from layout_core.predicates import Compare
+from layout_core.predicates import TRUE, Compare
 from layout_core.predicates.model import Column
 from layout_core.workload.history import template_fingerprint
 from tests.helpers.tpch_layouts import lineitem_trained_on_1_to_11, query_history
@@ -130,6 +131,65 @@ def test_rewards_pick_the_subtree_whose_queries_a_new_tree_would_serve_better():
     # q <= w: nothing is worth rewriting, and nothing is computed.
     rewards = choose(SubtreeBenefits.out_of_sample(old, blocks, _gain(sample, vc), None), ShiftSettings(q=100, w=100))
     assert rewards.plan.nodes == () and rewards.plan.evaluated == 0 and rewards.lower_bound is None
+
+
+def _in_sample(gain: OutOfSampleGain) -> OutOfSampleGain:
+    """`gain`'s log as a reference window: one fold, its trees grown with its own cut."""
+    return OutOfSampleGain(gain.sample, gain.vc, gain.refs, np.zeros(gain.refs.queries, np.int64),
+                           (np.array([0]),), gain.block_leaf, 4, 1.0, 4)
+
+
+def test_judged_in_sample_the_reference_windows_own_fit_is_the_floor():
+    """floor "reference": T' grown on all of the window and judged on it gains 1 block per
+    query on leaf 0 and on the root (as out of sample above). A reference window of the same
+    kind of queries (x <= 4) gains as much in sample: that is fit to a log's own queries, not
+    shift, and nothing is left. A reference of full scans gains nothing on any subtree, so the
+    window keeps its B and leaf 0 is chosen as above (q/w = 4: reward 4·1 - 2 = 2)."""
+    sample, vc, old = _two_leaf_partition()
+    blocks, window = [4, 2, 2], _gain(sample, vc)
+    same = SubtreeBenefits.in_sample(old, blocks, window, np.array([0]), _in_sample(_gain(sample, vc, 6)))
+    rewards = choose(same, ShiftSettings(q=400, w=100))
+    assert rewards.plan.nodes == () and same.gains[0].tolist() == [1.0] * 4 and rewards.noise[0] == pytest.approx(1.0)
+
+    scans = References(np.arange(6), np.zeros((6, 1), bool), np.zeros((6, 1), bool), (TRUE,) * 6, np.ones(6, bool), 6)
+    full_scans = OutOfSampleGain(sample, vc, scans, np.zeros(6, np.int64), (np.array([0]),), np.array([0, 0, 1, 1]),
+                                 4, 1.0, 4)
+    other = SubtreeBenefits.in_sample(old, blocks, window, np.array([0]), full_scans)
+    rewards = choose(other, ShiftSettings(q=400, w=100))
+    assert rewards.plan.nodes == (1,) and rewards.plan.reward == pytest.approx(2.0)
+    assert rewards.noise[1] == 0.0 and rewards.lower_bound == pytest.approx(2.0)
+
+
+def test_the_reference_window_is_the_first_day_after_the_layout_went_live(tmp_path):
+    from layout_core.catalog import Catalog
+    from layout_core.flows.reorg.shift import RoutedTexts, reference_window
+
+    live = NOW - dt.timedelta(days=3)
+    on_lineitem = "SELECT count(*) FROM lineitem WHERE l_quantity < {}"
+    history = ([QueryRecord(live + dt.timedelta(hours=h), on_lineitem.format(h), "f", "import") for h in range(12)]
+               + [QueryRecord(live + dt.timedelta(hours=1), sql, "f", "import")
+                  for sql in ("SELECT count(*) FROM orders", "SELEC broken")]
+               # the day after: not in the reference window
+               + [QueryRecord(live + dt.timedelta(hours=30), on_lineitem.format(99), "f", "import")])
+    settings = ShiftSettings()  # 24-hour windows, at least 10 references
+    window = window_queries([], SCHEMA, "lineitem", NOW - dt.timedelta(hours=24), NOW)
+    routed = RoutedTexts(SCHEMA, None)  # analyses only: nothing is routed
+    with Catalog(f"sqlite:///{tmp_path / 'catalog.db'}") as catalog:
+        catalog.record_queries(history)
+
+        def reference(activated: dt.datetime, min_references: int = 10):
+            version = replace(_version(), activated_at=activated)
+            return reference_window(catalog, ActiveLayout(version, (), (), ()), routed, window,
+                                    replace(settings, min_references=min_references))
+
+        log, what = reference(live)
+        assert len(log.sql) == 12 and log.queries == 13  # the orders query counts in B's unit; the broken one not
+        assert on_lineitem.format(99) not in log.sql and what.startswith("reference window from")
+        # went live a day and a half ago: its first day overlaps the window judged
+        log, what = reference(NOW - dt.timedelta(hours=36))
+        assert log is None and "less than two windows ago" in what
+        log, what = reference(live, min_references=13)
+        assert log is None and "12 references" in what
 
 
 def test_each_subtree_is_measured_once_however_many_searches_decide():
@@ -290,6 +350,42 @@ def test_a_shifted_window_has_a_positive_reward_and_the_trained_one_none(spark, 
     assert tiny.partitions == () and "too few" in tiny.reason
     (alone,) = repeated.partitions
     assert repeated.reward == 0 and "one fold" in alone.reason
+
+
+@pytest.mark.slow
+def test_against_a_reference_window_an_unchanged_window_stays_quiet_and_a_shifted_one_pays(
+        spark, shifted_catalog, tmp_path):
+    """floor "reference": the day after the layout went live, new instances of its templates
+    1-11 (seed 6); three days after it, a window of templates 1-11 (seed 5) and one of 12-22."""
+    import shutil
+
+    from layout_core.catalog import Catalog
+    from layout_core.flows.reorg.shift import measure_shift
+
+    url, home = shifted_catalog
+    shutil.copy(home / "catalog.db", tmp_path / "catalog.db")  # the reference stays out of the other tests' history
+    settings = ShiftSettings(w=2, floor="reference")
+    with Catalog(f"sqlite:///{tmp_path / 'catalog.db'}") as catalog:
+        live = catalog.snapshot().layouts_of("lineitem")[0].version.activated_at
+        catalog.record_queries(query_history(range(1, 12), live + dt.timedelta(hours=1), seed=6))
+        now = live + dt.timedelta(days=3)
+        same = measure_shift(spark, catalog, SCHEMA, "lineitem", settings, now, query_history(range(1, 12), now))
+        shifted = measure_shift(spark, catalog, SCHEMA, "lineitem", replace(settings, q=5000), now,
+                                query_history(range(12, 23), now))
+        # the day after the layout went live: no reference yet, the training log's floor instead
+        young = measure_shift(spark, catalog, SCHEMA, "lineitem", settings, live + dt.timedelta(hours=25),
+                              query_history(range(1, 12), live + dt.timedelta(hours=24)))
+    (part,) = same.partitions
+    assert part.floor_log.startswith("reference window") and part.noise_queries == 88
+    assert same.reward == 0 and part.chosen == (), part.reason
+    (moved,) = shifted.partitions
+    assert shifted.reorganize and moved.floor_log.startswith("reference window") and moved.blocks_chosen > 0
+    # B in sample of the root, less the reference's: the chosen subtrees' B is below their reads now
+    for c in moved.chosen:
+        assert 0 < c.benefit <= c.reads <= c.blocks
+    (early,) = young.partitions
+    assert early.floor_log.startswith("no reference window") and "training log" in early.floor_log
+    assert early.noise_queries > 50 and young.reward == 0
 
 
 @pytest.mark.slow

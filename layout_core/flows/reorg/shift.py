@@ -90,11 +90,15 @@ class ShiftSettings:
     fewer references to the table than this is too small a window to act on; folds: how many
     parts the window's queries are split in to judge B out of sample (each T' is grown on all
     parts but one: more folds, trees grown on more of the window, and more trees to grow);
-    floor: what the training log's B is taken for (SHIFT_FLOORS): "noise", a gain any tree shows
-    without a shift, subtracted only when positive; "bias", also what a tree grown on part of
-    a log loses to one grown on all of it, subtracted whatever its sign (a negative floor is
-    added back to the window's B; measured to fire on an unchanged window, since the layout was
-    grown on the training log's own queries: docs/benchmarks.md)."""
+    floor: how B and its floor are measured (SHIFT_FLOORS). "noise": B out of sample on the
+    window's folds, less the same on the training log when positive (a gain any tree shows
+    without a shift); "bias": the training log's B subtracted whatever its sign (measured to
+    fire on an unchanged window, since the layout was grown on the training log's own queries:
+    docs/benchmarks.md); "reference": B in sample (T' grown on the whole window, as the
+    reorganization writes it, judged on the window), less the same on the reference window, the
+    first `window_hours` of queries after the layout went live: new queries the layout was not
+    fitted to, before any shift, so what in-sample trees gain there is their fit to a log's own
+    literals. A layout younger than two windows has no reference: "noise" is used for it."""
 
     q: float = 200.0
     w: float = 100.0
@@ -254,6 +258,7 @@ class PartitionShift:
     # B of the root grown and judged on the whole window: what a full re-layout for the window
     # saves on the window's own queries (the benchmark's check of the simulation)
     root_gain_in_sample: float = 0.0
+    floor_log: str = ""  # what the floor was measured on ("training log", "reference window ...", "")
 
     @property
     def blocks_chosen(self) -> int:
@@ -272,6 +277,7 @@ class PartitionShift:
                 "blocks_chosen": self.blocks_chosen, "subtrees_evaluated": self.subtrees_evaluated,
                 "subtrees_total": self.subtrees_total, "reason": self.reason, "seconds": round(self.seconds, 3),
                 "bound_violations": self.bound_violations, "noise_queries": self.noise_queries,
+                "floor_log": self.floor_log,
                 "lower_bound": None if self.lower_bound is None else round(self.lower_bound, 3),
                 "root_gain": round(self.root_gain, 4), "root_noise": round(self.root_noise, 4),
                 "root_gain_in_sample": round(self.root_gain_in_sample, 4),
@@ -364,6 +370,26 @@ class SubtreeBenefits:
 
         return cls(subtrees, blocks, reads_now, queries, per_query, None if training is None else floor_per_query,
                    window.fold, clip_floor)
+
+
+    @classmethod
+    def in_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
+                  window_cuts: np.ndarray, reference: OutOfSampleGain) -> "SubtreeBenefits":
+        """B in sample on the window (T' grown on all of it with the cuts `window_cuts`, as the
+        reorganization writes it), less the same B on the reference window (its T' grown on it
+        with its own cuts, `reference.allowed[0]`) whatever its sign: both are the same
+        estimator, so the floor takes out the fit to a log's own literals, not only noise."""
+        queries = window.refs.queries
+        leaf_ids = subtree_leaf_ids(subtrees)
+        reads_now = [float(window.reads_now(ids).sum()) / queries for ids in leaf_ids]
+
+        def per_query(i: int) -> np.ndarray:
+            return window.in_sample_per_query(subtrees.vector_indices(i), leaf_ids[i], window_cuts)
+
+        def floor_per_query(i: int) -> np.ndarray:
+            return reference.in_sample_per_query(subtrees.vector_indices(i), leaf_ids[i], reference.allowed[0])
+
+        return cls(subtrees, blocks, reads_now, queries, per_query, floor_per_query, window.fold, clip_floor=False)
 
 
 def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = True) -> "PartitionRewards":
@@ -530,22 +556,34 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
     optimizer = version.optimizer if version.optimizer in TREE_OPTIMIZERS else DEFAULT_REOPTIMIZER
     params = version.params if version.optimizer in TREE_OPTIMIZERS else {
         "block_rows": version.params.get("block_rows")}
-    training = training_log(catalog, layout, routed)
+    reference, floor_log = None, ""
+    if settings.floor == "reference":
+        reference, floor_log = reference_window(catalog, layout, routed, window, settings)
+    # with a reference window the training log is not used (the floor is measured on the reference)
+    training = training_log(catalog, layout, routed) if reference is None else None
     window_reads = router_reads(routes, window.analyses, table.name, layout)
-    training_reads = None if training is None else router_reads(
-        [routed.route(text) for text in training.sql], training.analyses, table.name, layout)
+
+    def reads_of(log_: QueryLog | None) -> np.ndarray | None:
+        return None if log_ is None else router_reads(
+            [routed.route(text) for text in log_.sql], log_.analyses, table.name, layout)
+
     inputs = _partition_inputs(spark, catalog, schema, snapshot, layout, table, tree, window, training, optimizer,
-                               params, settings, {"window": window_reads, "training": training_reads})
+                               params, settings, {"window": window_reads, "training": reads_of(training),
+                                                  "reference": reads_of(reference)}, reference)
     sizes = {b.block_id: b.row_count for b in layout.blocks}
     n_blocks = sum(1 for s in sizes.values() if s > 0)
     a_root = float(window_reads.sum()) / max(1, window.analyzed)
     noise_queries = training.queries if training is not None and inputs.training_gain is not None else 0
+    if reference is not None:
+        noise_queries = reference.queries
+    elif noise_queries:
+        floor_log = "; ".join(filter(None, (floor_log, "training log, out of sample")))
 
     def result(chosen, reward, evaluated, total, reason, root_gain_in_sample=0.0) -> PartitionShift:
         return PartitionShift(version.partition, version.version_id, version.optimizer, tree.whole_partition,
                               n_blocks, a_root, tuple(chosen), reward, evaluated, total, reason,
                               time.monotonic() - started, 0, inputs.reads_simulated, noise_queries,
-                              root_gain_in_sample=root_gain_in_sample)
+                              root_gain_in_sample=root_gain_in_sample, floor_log=floor_log)
 
     def model(new_subtrees, benefits=None) -> PartitionModel:
         return PartitionModel(layout, tree, optimizer, inputs.resolved, inputs.cuts[:inputs.window_cuts],
@@ -564,8 +602,13 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
         return result((), 0.0, 0, len(tree.node_ids),
                       "the window's references to the table all fall in one fold of its queries: a new layout "
                       "cannot be judged out of sample; no reorganization"), model(new_subtrees)
-    benefits = SubtreeBenefits.out_of_sample(new_subtrees.old, _subtree_blocks(new_subtrees.old, tree, sizes),
-                                             inputs.window_gain, inputs.training_gain, settings.floor == "noise")
+    blocks = _subtree_blocks(new_subtrees.old, tree, sizes)
+    if inputs.reference_gain is not None:
+        benefits = SubtreeBenefits.in_sample(new_subtrees.old, blocks, inputs.window_gain, np.arange(m),
+                                             inputs.reference_gain)
+    else:
+        benefits = SubtreeBenefits.out_of_sample(new_subtrees.old, blocks, inputs.window_gain, inputs.training_gain,
+                                                 settings.floor != "bias")
     root_in_sample = inputs.window_gain.in_sample(np.arange(inputs.vc.n), benefits.leaf_ids[0], np.arange(m))
     measured = result((), 0.0, 0, len(tree.node_ids), "", root_gain_in_sample=root_in_sample)
     shift = _decided(measured, choose(benefits, settings), tree, settings)
@@ -712,6 +755,33 @@ def training_log(catalog, layout: ActiveLayout, routed: RoutedTexts) -> QueryLog
     return QueryLog(tuple(t for t, _ in kept), tuple(a for _, a in kept), total)
 
 
+def reference_window(catalog, layout: ActiveLayout, routed: RoutedTexts, window: Window,
+                     settings: ShiftSettings) -> tuple[QueryLog | None, str]:
+    """The reference window of ShiftSettings.floor "reference": the queries of the first
+    `window_hours` after the layout went live, and what they are (for the report). None, with
+    why, when that window is not over before the one judged starts or reads the table too little."""
+    since = layout.version.activated_at or layout.version.created_at
+    since = since if since.tzinfo else since.replace(tzinfo=dt.timezone.utc)
+    until = since + dt.timedelta(hours=settings.window_hours)
+    if until > window.start:
+        return None, f"no reference window: the layout went live at {since:%Y-%m-%d %H:%M}, less than two windows ago"
+    sql, analyses, analyzed = [], [], 0
+    for query in catalog.query_history(since=since, until=until):
+        analysis = routed.analysis(query.sql)
+        if analysis is None:
+            continue
+        analyzed += 1
+        if analysis.refs_of_table(layout.version.table):
+            sql.append(query.sql)
+            analyses.append(analysis)
+    references = sum(len(a.refs_of_table(layout.version.table)) for a in analyses)
+    if references < settings.min_references:
+        return None, (f"no reference window: the first window after the layout went live holds {references} "
+                      f"references to the table, fewer than {settings.min_references}")
+    return QueryLog(tuple(sql), tuple(analyses), analyzed), (
+        f"reference window from {since:%Y-%m-%d %H:%M} ({analyzed} queries)")
+
+
 @dataclass(frozen=True, eq=False)
 class PartitionInputs:
     """What one partition's rewards are computed from (`_partition_inputs`)."""
@@ -728,6 +798,7 @@ class PartitionInputs:
     leaf_of_vector: np.ndarray | None = None
     window_gain: OutOfSampleGain | None = None
     training_gain: OutOfSampleGain | None = None  # None: no training log, or its references in one fold
+    reference_gain: OutOfSampleGain | None = None  # the reference window (one fold: its own cuts); None: none
 
     @property
     def reads_simulated(self) -> float:
@@ -740,9 +811,10 @@ class PartitionInputs:
 def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: ActiveLayout,
                       table: TableSchema, tree: OldTree, window: Window, training: QueryLog | None,
                       optimizer: str, params: dict[str, Any], settings: ShiftSettings,
-                      routed: dict[str, np.ndarray | None]) -> PartitionInputs:
+                      routed: dict[str, np.ndarray | None], reference: QueryLog | None = None) -> PartitionInputs:
     """Cuts chosen from the window (and, for the held-out folds, from the queries outside each
-    fold and from the training log), and a row sample of the layout featurized against all of them."""
+    fold and from the training log; or, with a `reference` window, from it: both judged in
+    sample), and a row sample of the layout featurized against all of them."""
     chosen = get_optimizer(optimizer)
     resolved = chosen.resolve({k: v for k, v in params.items() if v is not None
                                and k in {s.name for s in chosen.settings}})
@@ -757,10 +829,14 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     folds = {name: np.resize(query_folds(q.sql, settings.folds), q.queries) if q.sql
              else np.zeros(q.queries, np.int64) for name, q in logs.items()}
     window_cuts = cuts_of(window.analyses)
-    # the cuts a tree judged on fold f may use: chosen from the queries outside f
-    fold_cuts = {(name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if fold != f)
-                 for name, q in logs.items() for f in range(settings.folds)}
-    extra = (cuts_of(training.analyses) if training else []) + [c for cs in fold_cuts.values() for c in cs]
+    # the cuts a tree judged on fold f may use: chosen from the queries outside f (judged in
+    # sample against a reference window, the window's trees use all of its cuts)
+    fold_cuts = {} if reference is not None else {
+        (name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if fold != f)
+        for name, q in logs.items() for f in range(settings.folds)}
+    reference_cuts = cuts_of(reference.analyses) if reference is not None else []
+    extra = ((cuts_of(training.analyses) if training else []) + reference_cuts
+             + [c for cs in fold_cuts.values() for c in cs])
     induced = set().union(*map(path_tables, window_cuts + extra)) if window_cuts or extra else set()
     frames, sources = {}, {}
     if induced:
@@ -812,22 +888,29 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     position = {c.predicate: j for j, c in enumerate(cuts)}
     leaf_rows = min_leaf_rows(resolved["block_rows"], scale)
 
-    def gain(name: str) -> OutOfSampleGain:
-        q = logs[name]
-        refs = _references(q, table.name, key_hops, predicates)
-        allowed = tuple(np.array(sorted({position[c.predicate] for c in fold_cuts[(name, f)]
-                                         if c.predicate in position}), dtype=np.int64)
-                        for f in range(settings.folds))
-        return OutOfSampleGain(sample, vc, refs, folds[name], allowed, block_leaf, resolved["block_rows"], scale,
-                               leaf_rows, routed[name])
+    def positions(chosen_cuts) -> np.ndarray:
+        return np.array(sorted({position[c.predicate] for c in chosen_cuts if c.predicate in position}),
+                        dtype=np.int64)
 
-    window_gain = gain("window")
-    training_gain = gain("training") if training is not None else None
-    if training_gain is not None and not training_gain.judgeable:
-        training_gain = None
+    def gain(q: QueryLog, fold: np.ndarray, allowed: tuple, reads_of: np.ndarray | None) -> OutOfSampleGain:
+        return OutOfSampleGain(sample, vc, _references(q, table.name, key_hops, predicates), fold, allowed,
+                               block_leaf, resolved["block_rows"], scale, leaf_rows, reads_of)
+
+    def fold_allowed(name: str) -> tuple:
+        if reference is not None:  # judged in sample: every fold's trees use all of the window's cuts
+            return (np.arange(len(window_cuts), dtype=np.int64),) * settings.folds
+        return tuple(positions(fold_cuts[(name, f)]) for f in range(settings.folds))
+
+    window_gain = gain(logs["window"], folds["window"], fold_allowed("window"), routed["window"])
+    training_gain = None
+    if training is not None:
+        training_gain = gain(training, folds["training"], fold_allowed("training"), routed["training"])
+        training_gain = training_gain if training_gain.judgeable else None
+    reference_gain = None if reference is None else gain(
+        reference, np.zeros(reference.queries, np.int64), (positions(reference_cuts),), routed["reference"])
     return PartitionInputs(tuple(cuts), len(window_cuts), frames, sources, summary, resolved, scale, sample, vc,
                            np.array([tree.leaf_of_block[b] for b in key_block], dtype=np.int64), window_gain,
-                           training_gain)
+                           training_gain, reference_gain)
 
 
 def _references(queries: QueryLog, table: str, key_hops, cuts: Sequence) -> References:

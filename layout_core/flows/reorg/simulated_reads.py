@@ -358,9 +358,14 @@ class OutOfSampleGain:
         """Blocks per query of the log read less on a T' grown on every reference of the log
         (cuts `allowed`) and judged on the same references: what re-laying out for the log saves
         on the log itself (in sample, as a full re-layout trained on it measures its own gain)."""
+        return float(self.in_sample_per_query(members, leaf_ids, allowed).sum()) / self.refs.queries
+
+    def in_sample_per_query(self, members: np.ndarray, leaf_ids: Sequence[int], allowed: np.ndarray) -> np.ndarray:
+        """Per query of the log, reads on T minus reads on a T' grown on every reference of the
+        log with the cuts `allowed` (the tree a reorganization for this log writes)."""
         every = np.ones(self.refs.n, dtype=bool)
-        after = self.new_reads(members, every, allowed, every).sum()
-        return float(self.reads_now(leaf_ids).sum() - after) / self.refs.queries
+        after = self.new_reads(members, every, allowed, every)
+        return self.reads_now(leaf_ids) - self.refs.per_query(after)
 
     def new_reads(self, members: np.ndarray, grown_on: np.ndarray, allowed: np.ndarray,
                   judged: np.ndarray) -> np.ndarray:
