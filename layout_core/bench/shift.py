@@ -73,7 +73,7 @@ from pathlib import Path
 from layout_core.base.errors import UserError
 from layout_core.base.schema import load_schema
 from layout_core.catalog import Catalog, QueryRecord
-from layout_core.flows.names import SHIFT_FLOORS
+from layout_core.flows.names import DEFAULT_SHIFT_FLOOR, SHIFT_FLOORS
 from layout_core.workload.tpch_data import generate_tpch
 
 log = logging.getLogger("layout.bench.shift")
@@ -440,7 +440,7 @@ def history(queries, ts: dt.datetime):
 
 
 def monitor_reward(spark, catalog_path: Path, schema, window, q: float, w: float, folds: int,
-                   floor: str = "noise") -> dict:
+                   floor: str = DEFAULT_SHIFT_FLOOR) -> dict:
     """Record `window` in the history of a catalog and run the workload monitor on it."""
     # pyspark, sqlglot and numpy only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.flows.reorg.monitor import monitor_tables
@@ -466,7 +466,7 @@ def with_written(decision: dict, written: dict) -> dict:
 
 
 def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: int,
-                floor: str = "noise") -> tuple[dict, float]:
+                floor: str = DEFAULT_SHIFT_FLOOR) -> tuple[dict, float]:
     """Every table's shift measured once on the catalog's window (star order): {table:
     ShiftReport} and the seconds it took. Every point of the benchmark is decided from these
     measurements (`reorg.shift.rechoose`): each subtree's B is computed once."""
@@ -559,7 +559,7 @@ def partial_reorganization(spark, catalog, schema, warehouse: Path, reports: dic
 
 def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
         q_values=Q_VALUES, w: float = W, work: Path = Path(".layout/bench/shift"), gentle: bool = True,
-        scenario: str = "templates", searches=("pruned",), folds: int = 2, floor: str = "noise") -> dict:
+        scenario: str = "templates", searches=("pruned",), folds: int = 2, floor: str = DEFAULT_SHIFT_FLOOR) -> dict:
     # pyspark only when the benchmark runs: the CLI imports this module to build its parser
     from layout_core.spark.session import local_session
     # sqlglot only when the benchmark runs: the CLI imports this module to build its parser
@@ -654,7 +654,7 @@ def run(sf: float = 1.0, block_rows: int | None = None, per_template: int = 8,
 
 
 def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analyses, q_values, w: float,
-            searches, folds: int, floor: str = "noise") -> dict:
+            searches, folds: int, floor: str = DEFAULT_SHIFT_FLOOR) -> dict:
     """Per search and q (str), the partial reorganization's blocks read on the test queries
     and what it rewrote, each from a copy of the base catalog. The shift is measured once; a
     point whose chosen subtrees another point already wrote takes that point's numbers."""
@@ -709,7 +709,7 @@ def _points(spark, schema, base: Path, runs: Path, warehouse: Path, test, analys
 
 
 def gentle_shift(spark, schema, home: Path, sources: dict, sf: float, per_template: int, block_rows: int,
-                 w: float, shift: Scenario, folds: int, floor: str = "noise") -> dict:
+                 w: float, shift: Scenario, folds: int, floor: str = DEFAULT_SHIFT_FLOOR) -> dict:
     """Laid out for 80% old / 20% new queries, then the monitor on a window of the same
     mix and on one of the reverse mix (a catalog and warehouse of its own)."""
     # numpy only when the benchmark runs: the CLI imports this module to build its parser
@@ -956,11 +956,12 @@ def add_shift_parser(bench_subparsers) -> argparse.ArgumentParser:
     bs.add_argument("--folds", type=int, default=2,
                     help="parts the window's queries are split in to judge B out of sample (the monitor's "
                          "ShiftSettings.folds; default 2)")
-    bs.add_argument("--floor", choices=SHIFT_FLOORS, default="noise",
+    bs.add_argument("--floor", choices=SHIFT_FLOORS, default=DEFAULT_SHIFT_FLOOR,
                     help="ShiftSettings.floor: noise (B out of sample, less the training log's when positive; "
                          "the monitor's default), bias (the training log's subtracted whatever its sign; measured "
-                         "to fire on an unchanged window, docs/benchmarks.md) or reference (B in sample, less the "
-                         "same on a reference window of new training-template queries recorded after the layout)")
+                         "to fire on an unchanged window, docs/benchmarks.md), reference (less the same B on a "
+                         "reference window of new training-template queries recorded after the layout, whatever "
+                         "its sign) or reference-in-sample (both in sample)")
     bs.add_argument("--work", default=".layout/bench/shift", help="folder for data and results")
     bs.add_argument("--json", action="store_true", help="print the result as one JSON line")
     bs.set_defaults(func=cmd_bench_shift)

@@ -41,6 +41,7 @@ from layout_core.base.params import run_id as check_run_id
 from layout_core.base.schema import load_schema
 from layout_core.base.urls import masked_url
 from layout_core.catalog import Catalog, CatalogError, upgrade_catalog
+from layout_core.flows.names import DEFAULT_SHIFT_FLOOR, SHIFT_FLOORS
 from layout_core.optimizers import REGISTRY
 from layout_core.runs.paths import RunPaths
 from layout_core.skipping.explain import explain_query
@@ -286,7 +287,7 @@ def cmd_workload_shift(args) -> int:
             try:
                 shift = ShiftSettings(q=args.q, w=args.w or default_w(catalog), window_hours=args.window_hours,
                                       min_references=args.min_references, prune=not args.no_prune,
-                                      folds=args.folds)
+                                      folds=args.folds, floor=args.floor)
             except ValueError as e:
                 raise UserError(str(e)) from None
             reports = monitor_tables(spark, catalog, schema, [args.table] if args.table else [], shift)
@@ -809,6 +810,12 @@ def build_parser() -> argparse.ArgumentParser:
     ws.add_argument("--folds", type=int, default=2,
                     help="parts the window's queries are split in to judge B out of sample: each new tree is "
                          "grown on all parts but one (default 2)")
+    ws.add_argument("--floor", choices=SHIFT_FLOORS, default=DEFAULT_SHIFT_FLOOR,
+                    help="how B and its floor are measured: noise (out of sample on the folds, less the training "
+                         "log's when positive; the default), bias (less the training log's whatever its sign), "
+                         "reference (less the same on the first window after the layout went live, whatever its "
+                         "sign; a layout younger than two windows falls back to noise) or reference-in-sample "
+                         "(both in sample)")
     ws.add_argument("--catalog", help="catalog URL")
     ws.add_argument("--schema", help="schema name (tpch) or YAML/JSON file")
     ws.add_argument("--json", action="store_true")

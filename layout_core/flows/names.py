@@ -27,8 +27,11 @@ TRAINING_QUERIES = "training_queries"
 TRAINING_LOG_QUERIES = "training_log_queries"
 # What the workload monitor's floor is (ShiftSettings.floor; the benchmark's --floor choices):
 # the training log's B out of sample, subtracted when positive ("noise") or whatever its sign
-# ("bias"); or a reference window's B in sample, the window's B in sample too ("reference").
-SHIFT_FLOORS = ("noise", "bias", "reference")
+# ("bias"); or the reference window's (the first window after the layout went live), out of
+# sample as the window's ("reference") or both in sample ("reference-in-sample").
+REFERENCE_FLOORS = ("reference", "reference-in-sample")
+SHIFT_FLOORS = ("noise", "bias", *REFERENCE_FLOORS)
+DEFAULT_SHIFT_FLOOR = "noise"
 # A reorganization run's list of partitions, in its table-wide folder once plan_reorg is done.
 REORG_PLANNED = "reorg_planned.json"
 # <warehouse>/_monitor/<run>/shift.json: the workload monitor's report.

@@ -106,6 +106,7 @@ def test_rewritten_queries_give_the_raw_answers_on_every_layout(b1):
     assert spark["seconds"]["needed"] > 0
 
 
+@pytest.mark.extended  # the checkpoints themselves: tests/unit/bench/test_checkpoints.py (this is 100 s of make test)
 def test_a_second_run_in_the_same_folder_reuses_every_layout_and_reads_the_same(b1):
     # As after a run stopped halfway: each (layout, table) measured before is read back
     # (same code, same inputs), and the report is block for block the first one's.

@@ -49,7 +49,13 @@ from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import ActiveLayout, CatalogSnapshot, QueryRecord, TreeNodeRecord
 from layout_core.catalog.records import tree_roots
-from layout_core.flows.names import SHIFT_FLOORS, TRAINING_LOG_QUERIES, TRAINING_QUERIES
+from layout_core.flows.names import (
+    DEFAULT_SHIFT_FLOOR,
+    REFERENCE_FLOORS,
+    SHIFT_FLOORS,
+    TRAINING_LOG_QUERIES,
+    TRAINING_QUERIES,
+)
 from layout_core.flows.reorg.calibrate import calibrated_w
 from layout_core.flows.reorg.optimal_set import SubtreeShape, optimal_set
 from layout_core.flows.reorg.simulated_reads import (
@@ -94,11 +100,14 @@ class ShiftSettings:
     window's folds, less the same on the training log when positive (a gain any tree shows
     without a shift); "bias": the training log's B subtracted whatever its sign (measured to
     fire on an unchanged window, since the layout was grown on the training log's own queries:
-    docs/benchmarks.md); "reference": B in sample (T' grown on the whole window, as the
-    reorganization writes it, judged on the window), less the same on the reference window, the
-    first `window_hours` of queries after the layout went live: new queries the layout was not
-    fitted to, before any shift, so what in-sample trees gain there is their fit to a log's own
-    literals. A layout younger than two windows has no reference: "noise" is used for it."""
+    docs/benchmarks.md); "reference": B out of sample on the window's folds, less the same B on
+    the reference window's folds whatever its sign. The reference window is the first
+    `window_hours` of queries after the layout went live: new queries the layout was not fitted
+    to, before any shift, so what trees grown on part of a log lose or gain there is the
+    estimator's own bias, not shift. "reference-in-sample": B in sample (T' grown on the whole
+    window, as the reorganization writes it, judged on the window), less the same on the
+    reference window (measured to fire on an unchanged window: docs/benchmarks.md). A layout
+    younger than two windows has no reference: "noise" is used for it."""
 
     q: float = 200.0
     w: float = 100.0
@@ -107,7 +116,7 @@ class ShiftSettings:
     sample_rows: int = 150_000
     prune: bool = True
     folds: int = 2
-    floor: str = "noise"
+    floor: str = DEFAULT_SHIFT_FLOOR
 
     def __post_init__(self) -> None:
         for name in ("q", "w", "window_hours"):
@@ -557,23 +566,30 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
     params = version.params if version.optimizer in TREE_OPTIMIZERS else {
         "block_rows": version.params.get("block_rows")}
     reference, floor_log = None, ""
-    if settings.floor == "reference":
+    if settings.floor in REFERENCE_FLOORS:
         reference, floor_log = reference_window(catalog, layout, routed, window, settings)
-    # with a reference window the training log is not used (the floor is measured on the reference)
-    training = training_log(catalog, layout, routed) if reference is None else None
     window_reads = router_reads(routes, window.analyses, table.name, layout)
 
     def reads_of(log_: QueryLog | None) -> np.ndarray | None:
         return None if log_ is None else router_reads(
             [routed.route(text) for text in log_.sql], log_.analyses, table.name, layout)
 
-    inputs = _partition_inputs(spark, catalog, schema, snapshot, layout, table, tree, window, training, optimizer,
-                               params, settings, {"window": window_reads, "training": reads_of(training),
-                                                  "reference": reads_of(reference)}, reference)
+    def inputs_with(reference: QueryLog | None) -> PartitionInputs:
+        # with a reference window the training log is not used (the floor is measured on the reference)
+        training = training_log(catalog, layout, routed) if reference is None else None
+        return _partition_inputs(spark, catalog, schema, snapshot, layout, table, tree, window, training, optimizer,
+                                 params, settings, {"window": window_reads, "training": reads_of(training),
+                                                    "reference": reads_of(reference)}, reference,
+                                 in_sample=settings.floor == "reference-in-sample")
+
+    inputs = inputs_with(reference)
+    if reference is not None and inputs.sample is not None and inputs.reference_gain is None:
+        floor_log, reference = "no reference window: its references to the table all fall in one fold", None
+        inputs = inputs_with(None)
     sizes = {b.block_id: b.row_count for b in layout.blocks}
     n_blocks = sum(1 for s in sizes.values() if s > 0)
     a_root = float(window_reads.sum()) / max(1, window.analyzed)
-    noise_queries = training.queries if training is not None and inputs.training_gain is not None else 0
+    noise_queries = inputs.training_gain.refs.queries if inputs.training_gain is not None else 0
     if reference is not None:
         noise_queries = reference.queries
     elif noise_queries:
@@ -603,9 +619,12 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
                       "the window's references to the table all fall in one fold of its queries: a new layout "
                       "cannot be judged out of sample; no reorganization"), model(new_subtrees)
     blocks = _subtree_blocks(new_subtrees.old, tree, sizes)
-    if inputs.reference_gain is not None:
+    if inputs.reference_gain is not None and settings.floor == "reference-in-sample":
         benefits = SubtreeBenefits.in_sample(new_subtrees.old, blocks, inputs.window_gain, np.arange(m),
                                              inputs.reference_gain)
+    elif inputs.reference_gain is not None:  # both out of sample: the bias of half-trees cancels, any sign
+        benefits = SubtreeBenefits.out_of_sample(new_subtrees.old, blocks, inputs.window_gain, inputs.reference_gain,
+                                                 clip_floor=False)
     else:
         benefits = SubtreeBenefits.out_of_sample(new_subtrees.old, blocks, inputs.window_gain, inputs.training_gain,
                                                  settings.floor != "bias")
@@ -798,7 +817,7 @@ class PartitionInputs:
     leaf_of_vector: np.ndarray | None = None
     window_gain: OutOfSampleGain | None = None
     training_gain: OutOfSampleGain | None = None  # None: no training log, or its references in one fold
-    reference_gain: OutOfSampleGain | None = None  # the reference window (one fold: its own cuts); None: none
+    reference_gain: OutOfSampleGain | None = None  # the reference window; None: none
 
     @property
     def reads_simulated(self) -> float:
@@ -811,10 +830,11 @@ class PartitionInputs:
 def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, layout: ActiveLayout,
                       table: TableSchema, tree: OldTree, window: Window, training: QueryLog | None,
                       optimizer: str, params: dict[str, Any], settings: ShiftSettings,
-                      routed: dict[str, np.ndarray | None], reference: QueryLog | None = None) -> PartitionInputs:
+                      routed: dict[str, np.ndarray | None], reference: QueryLog | None = None,
+                      in_sample: bool = False) -> PartitionInputs:
     """Cuts chosen from the window (and, for the held-out folds, from the queries outside each
-    fold and from the training log; or, with a `reference` window, from it: both judged in
-    sample), and a row sample of the layout featurized against all of them."""
+    fold of the window and of the training log or the `reference` window; `in_sample`: from the
+    window and the reference whole), and a row sample of the layout featurized against all of them."""
     chosen = get_optimizer(optimizer)
     resolved = chosen.resolve({k: v for k, v in params.items() if v is not None
                                and k in {s.name for s in chosen.settings}})
@@ -826,15 +846,17 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     logs = {"window": QueryLog(window.sql, window.analyses, window.analyzed)}
     if training is not None:
         logs["training"] = training
+    if reference is not None:
+        logs["reference"] = reference
     folds = {name: np.resize(query_folds(q.sql, settings.folds), q.queries) if q.sql
              else np.zeros(q.queries, np.int64) for name, q in logs.items()}
     window_cuts = cuts_of(window.analyses)
     # the cuts a tree judged on fold f may use: chosen from the queries outside f (judged in
-    # sample against a reference window, the window's trees use all of its cuts)
-    fold_cuts = {} if reference is not None else {
+    # sample, the window's trees use all of its cuts, the reference's all of its own)
+    fold_cuts = {} if in_sample else {
         (name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if fold != f)
         for name, q in logs.items() for f in range(settings.folds)}
-    reference_cuts = cuts_of(reference.analyses) if reference is not None else []
+    reference_cuts = cuts_of(reference.analyses) if reference is not None and in_sample else []
     extra = ((cuts_of(training.analyses) if training else []) + reference_cuts
              + [c for cs in fold_cuts.values() for c in cs])
     induced = set().union(*map(path_tables, window_cuts + extra)) if window_cuts or extra else set()
@@ -897,7 +919,7 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
                                block_leaf, resolved["block_rows"], scale, leaf_rows, reads_of)
 
     def fold_allowed(name: str) -> tuple:
-        if reference is not None:  # judged in sample: every fold's trees use all of the window's cuts
+        if in_sample:  # every fold's trees use all of the window's cuts
             return (np.arange(len(window_cuts), dtype=np.int64),) * settings.folds
         return tuple(positions(fold_cuts[(name, f)]) for f in range(settings.folds))
 
@@ -906,8 +928,13 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     if training is not None:
         training_gain = gain(training, folds["training"], fold_allowed("training"), routed["training"])
         training_gain = training_gain if training_gain.judgeable else None
-    reference_gain = None if reference is None else gain(
-        reference, np.zeros(reference.queries, np.int64), (positions(reference_cuts),), routed["reference"])
+    reference_gain = None
+    if reference is not None and in_sample:  # one fold: its trees grown on all of it with its own cuts
+        reference_gain = gain(reference, np.zeros(reference.queries, np.int64), (positions(reference_cuts),),
+                              routed["reference"])
+    elif reference is not None:
+        reference_gain = gain(reference, folds["reference"], fold_allowed("reference"), routed["reference"])
+        reference_gain = reference_gain if reference_gain.judgeable else None
     return PartitionInputs(tuple(cuts), len(window_cuts), frames, sources, summary, resolved, scale, sample, vc,
                            np.array([tree.leaf_of_block[b] for b in key_block], dtype=np.int64), window_gain,
                            training_gain, reference_gain)

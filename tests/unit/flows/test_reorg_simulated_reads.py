@@ -251,3 +251,7 @@ def test_the_shift_settings_refuse_fewer_than_two_folds_and_the_cli_defaults_to_
     args = build_parser().parse_args(["workload", "shift"])
     assert args.folds == ShiftSettings.folds == 2
     assert build_parser().parse_args(["workload", "shift", "--folds", "4"]).folds == 4
+    assert args.floor == ShiftSettings.floor == "noise"
+    assert build_parser().parse_args(["workload", "shift", "--floor", "reference"]).floor == "reference"
+    with pytest.raises(ValueError, match="floor is one of noise, bias, reference"):
+        ShiftSettings(floor="median")
