@@ -147,7 +147,7 @@ def test_partial_reorganization_rewrites_only_the_chosen_subtrees_and_keeps_ever
 
     url, warehouse = base_layout
     # the base layout's answers are checked where it is made (the nightly steps' tests): here
-    # the new layout's, on the shifted templates and on the ones the base was trained for
+    # the new layout's
     old_templates = [q.sql for q in generate(1, seed=9, templates=range(1, 12), scale_factor=0.01)]
     shifted = [q.sql for q in generate(2, seed=9, templates=range(12, 23), scale_factor=0.01)]
     with Catalog(url) as catalog:
@@ -157,7 +157,9 @@ def test_partial_reorganization_rewrites_only_the_chosen_subtrees_and_keeps_ever
                                        ShiftSettings(q=1000))
         new = catalog.active_layout("lineitem", "")
         after = _blocks_read(catalog, shifted)
-        _answers_match(spark, tpch_sf001, catalog, shifted[::2] + old_templates)  # one of each template
+        # the templates the base was trained for; the shifted ones are checked on the same
+        # reorganization (deterministic: same base, same settings) by the killed-run test below
+        _answers_match(spark, tpch_sf001, catalog, old_templates)
         # a retry of a finished run changes nothing
         again = reorganize_in_process(spark, catalog, SCHEMA, warehouse, "lineitem", "reorg-1",
                                       ShiftSettings(q=1000))

@@ -373,8 +373,10 @@ def test_against_a_reference_window_an_unchanged_window_stays_quiet_and_a_shifte
         shifted = measure_shift(spark, catalog, SCHEMA, "lineitem", replace(settings, q=5000), now,
                                 query_history(range(12, 23), now))
         # the day after the layout went live: no reference yet, the training log's floor instead
-        young = measure_shift(spark, catalog, SCHEMA, "lineitem", settings, live + dt.timedelta(hours=25),
-                              query_history(range(1, 12), live + dt.timedelta(hours=24)))
+        young = {floor: measure_shift(spark, catalog, SCHEMA, "lineitem", replace(settings, floor=floor),
+                                      live + dt.timedelta(hours=25),
+                                      query_history(range(1, 12), live + dt.timedelta(hours=24)))
+                 for floor in ("reference", "reference-in-sample", "noise")}
     (part,) = same.partitions
     assert part.floor_log.startswith("reference window") and part.noise_queries == 88
     assert same.reward == 0 and part.chosen == (), part.reason
@@ -383,9 +385,12 @@ def test_against_a_reference_window_an_unchanged_window_stays_quiet_and_a_shifte
     # B in sample of the root, less the reference's: the chosen subtrees' B is below their reads now
     for c in moved.chosen:
         assert 0 < c.benefit <= c.reads <= c.blocks
-    (early,) = young.partitions
-    assert early.floor_log.startswith("no reference window") and "training log" in early.floor_log
-    assert early.noise_queries > 50 and young.reward == 0
+    for floor in ("reference", "reference-in-sample"):  # both measured as with "noise"
+        (early,) = young[floor].partitions
+        assert early.floor_log.startswith("no reference window") and "training log" in early.floor_log
+        assert early.noise_queries > 50 and young[floor].reward == 0
+        assert (early.root_gain, early.root_noise) == (young["noise"].partitions[0].root_gain,
+                                                       young["noise"].partitions[0].root_noise)
 
 
 @pytest.mark.slow

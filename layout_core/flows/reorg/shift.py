@@ -380,7 +380,6 @@ class SubtreeBenefits:
         return cls(subtrees, blocks, reads_now, queries, per_query, None if training is None else floor_per_query,
                    window.fold, clip_floor)
 
-
     @classmethod
     def in_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
                   window_cuts: np.ndarray, reference: OutOfSampleGain) -> "SubtreeBenefits":
@@ -580,7 +579,7 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
         return _partition_inputs(spark, catalog, schema, snapshot, layout, table, tree, window, training, optimizer,
                                  params, settings, {"window": window_reads, "training": reads_of(training),
                                                     "reference": reads_of(reference)}, reference,
-                                 in_sample=settings.floor == "reference-in-sample")
+                                 in_sample=reference is not None and settings.floor == "reference-in-sample")
 
     inputs = inputs_with(reference)
     if reference is not None and inputs.sample is not None and inputs.reference_gain is None:
