@@ -12,7 +12,7 @@ Two options make short jobs cheaper:
   parsed and verified once by `layout_core.spark.class_archive` (run by `make install`),
   then mapped by every driver; measured here it halves a spark-submit's start (CPU 14.4
   -> 8.4 s). An archive made by another JDK or Spark is ignored by the JVM, which then
-  starts as without it.
+  starts as without it (its warning on stderr, as every JVM warning of a layout job).
 
 `LAYOUT_SPARK_CLASS_ARCHIVE` names another archive file, or `off` for none.
 `LAYOUT_SPARK_CONF`, a JSON object of Spark settings, overrides the settings of every
@@ -31,6 +31,10 @@ from pathlib import Path
 
 CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=256m"
 SHORT_JOB_OPTIONS = f"-XX:TieredStopAtLevel=1 {CODE_CACHE_OPTION}"
+# The JVM logs warnings to stdout by default: an archive it cannot map ("Unable to use shared
+# archive", after a venv is moved or Java updated) would land in front of a command's --json
+# output. Warnings go to stderr instead.
+WARNINGS_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr:uptime,level,tags"
 ARCHIVE_ENV = "LAYOUT_SPARK_CLASS_ARCHIVE"
 CONF_ENV = "LAYOUT_SPARK_CONF"
 
@@ -47,7 +51,7 @@ def driver_java_options(short_job: bool = True) -> str:
     """`spark.driver.extraJavaOptions` for a layout job: the short-job options (or, for a
     driver that lives for many minutes, only the larger code cache: the JIT's top tier then
     pays back), and the class archive when one has been made."""
-    options = SHORT_JOB_OPTIONS if short_job else CODE_CACHE_OPTION
+    options = f"{SHORT_JOB_OPTIONS if short_job else CODE_CACHE_OPTION} {WARNINGS_TO_STDERR}"
     archive = class_archive_path()
     if archive is not None and archive.is_file():
         return f"{options} -XX:SharedArchiveFile={archive}"

@@ -14,6 +14,7 @@ from layout_core.base.schema import load_schema
 from layout_core.catalog import ActiveLayout, BlockRecord, QueryRecord, TreeNodeRecord, VersionInfo
 from layout_core.flows.reorg.monitor import asset_extra, report_path
 from layout_core.flows.reorg.shift import (
+    InSample,
     ShiftSettings,
     SubtreeBenefits,
     choose,
@@ -133,31 +134,53 @@ def test_rewards_pick_the_subtree_whose_queries_a_new_tree_would_serve_better():
     assert rewards.plan.nodes == () and rewards.plan.evaluated == 0 and rewards.lower_bound is None
 
 
-def _in_sample(gain: OutOfSampleGain) -> OutOfSampleGain:
-    """`gain`'s log as a reference window: one fold, its trees grown with its own cut."""
-    return OutOfSampleGain(gain.sample, gain.vc, gain.refs, np.zeros(gain.refs.queries, np.int64),
-                           (np.array([0]),), gain.block_leaf, 4, 1.0, 4)
+def _in_sample(gain: OutOfSampleGain) -> InSample:
+    """`gain`'s log judged in sample: its trees use its one cut, on all of it and on each fold."""
+    return InSample(gain, np.array([0]), (np.array([0]),) * 2)
 
 
 def test_judged_in_sample_the_reference_windows_own_fit_is_the_floor():
-    """floor "reference": T' grown on all of the window and judged on it gains 1 block per
-    query on leaf 0 and on the root (as out of sample above). A reference window of the same
-    kind of queries (x <= 4) gains as much in sample: that is fit to a log's own queries, not
-    shift, and nothing is left. A reference of full scans gains nothing on any subtree, so the
-    window keeps its B and leaf 0 is chosen as above (q/w = 4: reward 4·1 - 2 = 2)."""
+    """floor "reference-in-sample": T' grown on all of the window and judged on it gains 1
+    block per query on leaf 0 and on the root (as out of sample above). A reference window of
+    the same kind of queries (x <= 4) gains as much in sample: that is fit to a log's own
+    queries, not shift, and nothing is left. A reference of full scans gains nothing on any
+    subtree, so the window keeps its B and leaf 0 is chosen as above (q/w = 4: reward 4·1 - 2
+    = 2); the guard's trees, grown on each fold alone, gain as much on it."""
     sample, vc, old = _two_leaf_partition()
-    blocks, window = [4, 2, 2], _gain(sample, vc)
-    same = SubtreeBenefits.in_sample(old, blocks, window, np.array([0]), _in_sample(_gain(sample, vc, 6)))
+    blocks, window = [4, 2, 2], _in_sample(_gain(sample, vc))
+    same = SubtreeBenefits.in_sample(old, blocks, window, _in_sample(_gain(sample, vc, 6)))
     rewards = choose(same, ShiftSettings(q=400, w=100))
     assert rewards.plan.nodes == () and same.gains[0].tolist() == [1.0] * 4 and rewards.noise[0] == pytest.approx(1.0)
 
     scans = References(np.arange(6), np.zeros((6, 1), bool), np.zeros((6, 1), bool), (TRUE,) * 6, np.ones(6, bool), 6)
-    full_scans = OutOfSampleGain(sample, vc, scans, np.zeros(6, np.int64), (np.array([0]),), np.array([0, 0, 1, 1]),
+    full_scans = OutOfSampleGain(sample, vc, scans, np.arange(6) % 2, (np.array([0]),) * 2, np.array([0, 0, 1, 1]),
                                  4, 1.0, 4)
-    other = SubtreeBenefits.in_sample(old, blocks, window, np.array([0]), full_scans)
+    other = SubtreeBenefits.in_sample(old, blocks, window, _in_sample(full_scans))
     rewards = choose(other, ShiftSettings(q=400, w=100))
     assert rewards.plan.nodes == (1,) and rewards.plan.reward == pytest.approx(2.0)
     assert rewards.noise[1] == 0.0 and rewards.lower_bound == pytest.approx(2.0)
+    assert other.fold_gains[1][0].tolist() == [1.0] * 4 and other.fold_gains[1][1].tolist() == [0.0] * 6
+
+
+def test_in_sample_the_guard_judges_a_fold_on_trees_that_never_saw_the_queries_that_chose():
+    """B in sample: the root and leaf 1 save 2 blocks on queries 0 and 2, nothing on 1 and 3,
+    by the tree grown on all four (B = 1, q/w 4: leaf 1 rewards 4·1 - 2 = 2). Grown on each
+    fold alone, the trees confirm it on fold 0 only: a set chosen on fold 1 is empty, one
+    chosen on fold 0 (leaf 1) is judged on fold 1 and saves nothing (4·0 - 2): not told from
+    noise. With fold-wise gains of 1 everywhere the same set stands."""
+    _, _, old = _two_leaf_partition()
+    gains = {0: np.array([2.0, 0, 2, 0]), 1: np.array([2.0, 0, 2, 0]), 2: np.zeros(4)}
+    floors = {i: np.zeros(6) for i in range(3)}
+    halves, floor_halves = np.arange(4) % 2, np.arange(6) % 2
+
+    def benefits(fold_wise):
+        return SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, gains.__getitem__, floors.__getitem__, halves,
+                               clip_floor=False, fold_guard=(lambda i: (fold_wise[i], floors[i]), floor_halves))
+
+    lucky = choose(benefits(gains), ShiftSettings(q=400, w=100))
+    assert lucky.plan.nodes == (1,) and lucky.plan.reward == pytest.approx(2.0) and not lucky.significant
+    steady = choose(benefits({0: np.ones(4), 1: np.ones(4), 2: np.zeros(4)}), ShiftSettings(q=400, w=100))
+    assert steady.plan.nodes == (1,) and steady.lower_bound == pytest.approx(2.0) and steady.significant
 
 
 def test_the_reference_window_is_the_first_day_after_the_layout_went_live(tmp_path):

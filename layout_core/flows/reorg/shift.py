@@ -106,8 +106,9 @@ class ShiftSettings:
     to, before any shift, so what trees grown on part of a log lose or gain there is the
     estimator's own bias, not shift. "reference-in-sample": B in sample (T' grown on the whole
     window, as the reorganization writes it, judged on the window), less the same on the
-    reference window (measured to fire on an unchanged window: docs/benchmarks.md). A layout
-    younger than two windows has no reference: "noise" is used for it."""
+    reference window; its guard chooses and judges on trees grown on each fold alone. A layout
+    younger than two windows has no reference: "noise" is used for it (docs/benchmarks.md, "A
+    reference window")."""
 
     q: float = 200.0
     w: float = 100.0
@@ -301,6 +302,22 @@ def subtree_leaf_ids(subtrees: OldSubtrees) -> list[tuple[int, ...]]:
     return [tuple(sorted(leaf.leaf_id for leaf in leaves(node))) for node in subtrees.nodes]
 
 
+@dataclass(frozen=True)
+class InSample:
+    """A log's gains judged in sample: `cuts`, the cuts its trees use (chosen from all of it);
+    `own[f]`, those chosen from its fold f alone (the guard's fold-wise trees)."""
+
+    gain: OutOfSampleGain
+    cuts: np.ndarray
+    own: tuple[np.ndarray, ...]
+
+    def per_query(self, members: np.ndarray, leaf_ids) -> np.ndarray:
+        return self.gain.in_sample_per_query(members, leaf_ids, self.cuts)
+
+    def fold_wise(self, members: np.ndarray, leaf_ids) -> np.ndarray:
+        return self.gain.fold_in_sample_per_query(members, leaf_ids, self.own)
+
+
 class SubtreeBenefits:
     """B per subtree of one partition, each computed once, however many searches ask.
 
@@ -312,7 +329,8 @@ class SubtreeBenefits:
     q/w and with and without pruning, on the same measurements."""
 
     def __init__(self, subtrees: OldSubtrees, blocks: Sequence[int], reads_now: Sequence[float], queries: int,
-                 per_query, floor_per_query=None, folds: np.ndarray | None = None, clip_floor: bool = True) -> None:
+                 per_query, floor_per_query=None, folds: np.ndarray | None = None, clip_floor: bool = True,
+                 fold_guard=None) -> None:
         self.shape = SubtreeShape(subtrees.children, tuple(int(b) for b in blocks), tuple(reads_now))
         self.leaf_ids = subtree_leaf_ids(subtrees)
         self.queries = queries
@@ -321,6 +339,10 @@ class SubtreeBenefits:
             raise ValueError(f"folds needs one entry per query ({queries}), not shape {self.folds.shape}")
         self._per_query, self._floor_per_query = per_query, floor_per_query
         self.clip_floor = clip_floor
+        # B in sample: (per node -> (window gains, floor gains) of trees grown on each query's own
+        # fold, judged on it; the floor log's folds): the guard chooses and judges on those
+        self._fold_guard = fold_guard
+        self.fold_gains: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.gains: dict[int, np.ndarray] = {}
         self.floor_gains: dict[int, np.ndarray] = {}  # per node, per query of the training log
         self.noise: dict[int, float] = {}
@@ -349,6 +371,8 @@ class SubtreeBenefits:
         unchanged window would fire on it."""
         if self.folds is None:
             raise ValueError("the guard needs each query's fold (SubtreeBenefits(folds=...))")
+        if self._fold_guard is not None:
+            return self._held_out_in_sample(settings)
         held_out = []
         for fold in np.unique(self.folds):
             judged = self.folds == fold
@@ -359,6 +383,36 @@ class SubtreeBenefits:
             held_out.append(HeldOut(gains, np.array(floors) if floors else None,
                                  float(sum(self.shape.blocks[i] for i in plan.nodes))))
         return held_out_lower_bound(held_out, settings.q / settings.w, clip_floor=self.clip_floor)
+
+    def _held_out_in_sample(self, settings: ShiftSettings) -> float:
+        """held_out_reward for B in sample: a tree grown on all of the window saw every fold, so
+        the set is chosen on the other folds' B, each fold's own tree judged on it less the same
+        on the floor log's other folds, and judged on this fold's (window and floor log alike),
+        whose trees never saw the queries that chose it."""
+        per_node, floor_folds = self._fold_guard
+
+        def gains_of(i: int) -> tuple[np.ndarray, np.ndarray]:
+            if i not in self.fold_gains:
+                self.fold_gains[i] = per_node(i)
+            return self.fold_gains[i]
+
+        held_out = []
+        for fold in np.unique(self.folds):
+            judged, judged_floor = self.folds == fold, floor_folds == fold
+
+            def chosen_on(i: int) -> float:
+                gains, floor = gains_of(i)
+                outside, floor_outside = gains[~judged], floor[~judged_floor]
+                if not outside.size:
+                    return 0.0
+                return max(0.0, float(outside.mean()) - (float(floor_outside.mean()) if floor_outside.size else 0.0))
+
+            plan = optimal_set(self.shape, chosen_on, settings.q, settings.w, prune=settings.prune)
+            gains = sum((gains_of(i)[0][judged] for i in plan.nodes), np.zeros(int(judged.sum())))
+            floors = [gains_of(i)[1][judged_floor] for i in plan.nodes]
+            held_out.append(HeldOut(gains, np.array(floors) if floors else None,
+                                    float(sum(self.shape.blocks[i] for i in plan.nodes))))
+        return held_out_lower_bound(held_out, settings.q / settings.w, clip_floor=False)
 
     @classmethod
     def out_of_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
@@ -381,23 +435,29 @@ class SubtreeBenefits:
                    window.fold, clip_floor)
 
     @classmethod
-    def in_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
-                  window_cuts: np.ndarray, reference: OutOfSampleGain) -> "SubtreeBenefits":
-        """B in sample on the window (T' grown on all of it with the cuts `window_cuts`, as the
-        reorganization writes it), less the same B on the reference window (its T' grown on it
-        with its own cuts, `reference.allowed[0]`) whatever its sign: both are the same
-        estimator, so the floor takes out the fit to a log's own literals, not only noise."""
-        queries = window.refs.queries
+    def in_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: InSample,
+                  reference: InSample) -> "SubtreeBenefits":
+        """B in sample on the window (T' grown on all of it with its cuts, as the reorganization
+        writes it), less the same B on the reference window (its T' grown on it with its own
+        cuts) whatever its sign: both are the same estimator, so the floor takes out the fit to
+        a log's own literals, not only noise. The guard chooses and judges on fold-wise trees
+        (`_held_out_in_sample`)."""
+        queries = window.gain.refs.queries
         leaf_ids = subtree_leaf_ids(subtrees)
-        reads_now = [float(window.reads_now(ids).sum()) / queries for ids in leaf_ids]
+        reads_now = [float(window.gain.reads_now(ids).sum()) / queries for ids in leaf_ids]
 
         def per_query(i: int) -> np.ndarray:
-            return window.in_sample_per_query(subtrees.vector_indices(i), leaf_ids[i], window_cuts)
+            return window.per_query(subtrees.vector_indices(i), leaf_ids[i])
 
         def floor_per_query(i: int) -> np.ndarray:
-            return reference.in_sample_per_query(subtrees.vector_indices(i), leaf_ids[i], reference.allowed[0])
+            return reference.per_query(subtrees.vector_indices(i), leaf_ids[i])
 
-        return cls(subtrees, blocks, reads_now, queries, per_query, floor_per_query, window.fold, clip_floor=False)
+        def fold_wise(i: int) -> tuple[np.ndarray, np.ndarray]:
+            members = subtrees.vector_indices(i)
+            return window.fold_wise(members, leaf_ids[i]), reference.fold_wise(members, leaf_ids[i])
+
+        return cls(subtrees, blocks, reads_now, queries, per_query, floor_per_query, window.gain.fold,
+                   clip_floor=False, fold_guard=(fold_wise, reference.gain.fold))
 
 
 def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = True) -> "PartitionRewards":
@@ -618,9 +678,8 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
                       "the window's references to the table all fall in one fold of its queries: a new layout "
                       "cannot be judged out of sample; no reorganization"), model(new_subtrees)
     blocks = _subtree_blocks(new_subtrees.old, tree, sizes)
-    if inputs.reference_gain is not None and settings.floor == "reference-in-sample":
-        benefits = SubtreeBenefits.in_sample(new_subtrees.old, blocks, inputs.window_gain, np.arange(m),
-                                             inputs.reference_gain)
+    if inputs.in_sample is not None:
+        benefits = SubtreeBenefits.in_sample(new_subtrees.old, blocks, *inputs.in_sample)
     elif inputs.reference_gain is not None:  # both out of sample: the bias of half-trees cancels, any sign
         benefits = SubtreeBenefits.out_of_sample(new_subtrees.old, blocks, inputs.window_gain, inputs.reference_gain,
                                                  clip_floor=False)
@@ -817,6 +876,7 @@ class PartitionInputs:
     window_gain: OutOfSampleGain | None = None
     training_gain: OutOfSampleGain | None = None  # None: no training log, or its references in one fold
     reference_gain: OutOfSampleGain | None = None  # the reference window; None: none
+    in_sample: tuple[InSample, InSample] | None = None  # the window's and the reference's, floor "reference-in-sample"
 
     @property
     def reads_simulated(self) -> float:
@@ -856,8 +916,12 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
         (name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if fold != f)
         for name, q in logs.items() for f in range(settings.folds)}
     reference_cuts = cuts_of(reference.analyses) if reference is not None and in_sample else []
+    # in sample, the guard's trees are grown on each fold alone, with that fold's own cuts
+    own_cuts = {} if not in_sample else {
+        (name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if fold == f)
+        for name, q in logs.items() for f in range(settings.folds)}
     extra = ((cuts_of(training.analyses) if training else []) + reference_cuts
-             + [c for cs in fold_cuts.values() for c in cs])
+             + [c for cs in (*fold_cuts.values(), *own_cuts.values()) for c in cs])
     induced = set().union(*map(path_tables, window_cuts + extra)) if window_cuts or extra else set()
     frames, sources = {}, {}
     if induced:
@@ -927,16 +991,20 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     if training is not None:
         training_gain = gain(training, folds["training"], fold_allowed("training"), routed["training"])
         training_gain = training_gain if training_gain.judgeable else None
-    reference_gain = None
-    if reference is not None and in_sample:  # one fold: its trees grown on all of it with its own cuts
-        reference_gain = gain(reference, np.zeros(reference.queries, np.int64), (positions(reference_cuts),),
+    reference_gain, logs_in_sample = None, None
+    if reference is not None and in_sample:
+        reference_gain = gain(reference, folds["reference"], (positions(reference_cuts),) * settings.folds,
                               routed["reference"])
+        own = {name: tuple(positions(own_cuts[(name, f)]) for f in range(settings.folds)) for name in logs}
+        logs_in_sample = (InSample(window_gain, np.arange(len(window_cuts), dtype=np.int64), own["window"]),
+                          InSample(reference_gain, positions(reference_cuts), own["reference"]))
     elif reference is not None:
         reference_gain = gain(reference, folds["reference"], fold_allowed("reference"), routed["reference"])
-        reference_gain = reference_gain if reference_gain.judgeable else None
+    if reference_gain is not None and not reference_gain.judgeable:
+        reference_gain, logs_in_sample = None, None
     return PartitionInputs(tuple(cuts), len(window_cuts), frames, sources, summary, resolved, scale, sample, vc,
                            np.array([tree.leaf_of_block[b] for b in key_block], dtype=np.int64), window_gain,
-                           training_gain, reference_gain)
+                           training_gain, reference_gain, logs_in_sample)
 
 
 def _references(queries: QueryLog, table: str, key_hops, cuts: Sequence) -> References:

@@ -367,6 +367,17 @@ class OutOfSampleGain:
         after = self.new_reads(members, every, allowed, every)
         return self.reads_now(leaf_ids) - self.refs.per_query(after)
 
+    def fold_in_sample_per_query(self, members: np.ndarray, leaf_ids: Sequence[int],
+                                 own: Sequence[np.ndarray]) -> np.ndarray:
+        """Per query of the log, reads on T minus reads on a T' grown on the query's own fold
+        alone with that fold's cuts `own[f]` and judged on it: in sample on each fold apart,
+        so a set chosen on some folds is judged on others by trees that never saw them."""
+        after = np.zeros(self.refs.n, dtype=np.float64)
+        for f in np.unique(self.ref_fold):
+            judged = self.ref_fold == f
+            after[judged] = self.new_reads(members, judged, own[f], judged)
+        return self.reads_now(leaf_ids) - self.refs.per_query(after)
+
     def new_reads(self, members: np.ndarray, grown_on: np.ndarray, allowed: np.ndarray,
                   judged: np.ndarray) -> np.ndarray:
         """Per reference `judged`, the blocks it reads of a T' over the vc vectors `members`,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,18 +25,33 @@ def test_the_archive_lives_in_the_python_environment_unless_named(monkeypatch, t
     assert class_archive_path() is None
 
 
+LOGS = "-Xlog:disable -Xlog:all=warning:stderr:uptime,level,tags"
+
+
 def test_drivers_start_from_the_archive_only_once_it_exists(monkeypatch, tmp_path):
     archive = tmp_path / "spark-classes.jsa"
     monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", str(archive))
-    assert driver_java_options() == "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
+    assert driver_java_options() == f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m {LOGS}"
     archive.write_bytes(b"\0" * 16)
-    assert driver_java_options() == (f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m "
+    assert driver_java_options() == (f"-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m {LOGS} "
                                      f"-XX:SharedArchiveFile={archive}")
     # a driver that lives for many minutes keeps the JIT's top tier, and the archive
-    assert driver_java_options(short_job=False) == (f"-XX:ReservedCodeCacheSize=256m "
+    assert driver_java_options(short_job=False) == (f"-XX:ReservedCodeCacheSize=256m {LOGS} "
                                                     f"-XX:SharedArchiveFile={archive}")
     monkeypatch.setenv("LAYOUT_SPARK_CLASS_ARCHIVE", "off")
     assert "SharedArchiveFile" not in driver_java_options()
+
+
+def test_an_archive_the_jvm_cannot_map_warns_on_stderr_and_leaves_stdout_to_the_command(monkeypatch):
+    # the archive `make install` made, for Spark's class path: a JVM started on another one (as
+    # after a venv is moved, or its jars replaced) cannot map it and says so
+    monkeypatch.delenv("LAYOUT_SPARK_CLASS_ARCHIVE", raising=False)
+    if shutil.which("java") is None or not class_archive_path().is_file():
+        pytest.skip("needs the machine's java and the class archive `make install` makes")
+    started = subprocess.run(["java", *driver_java_options().split(), "-version"],
+                             capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0 and started.stdout == ""
+    assert "Unable to use shared archive" in started.stderr
 
 
 def test_an_archive_is_made_again_when_java_spark_or_the_jars_change(monkeypatch, tmp_path):
