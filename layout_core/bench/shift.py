@@ -870,8 +870,8 @@ def format_result(r: dict) -> str:
                                  for q, p in r["partial"].items()))
     if r.get("root_check"):
         lines.append("a full re-layout's gain per query, predicted / realized, on the window (grown on it) and "
-                     f"on the test queries (grown on the other folds; the training log's floor, "
-                     f"{r.get('floor', 'noise')}): " + "; ".join(
+                     f"on the test queries (B as the floor {r.get('floor', 'noise')!r} measures it, "
+                     f"and its floor): " + "; ".join(
                          f"{t} {c['predicted']:g} / {c['realized']:g} and {c['predicted_out']:g}"
                          + (f" (floor {c['noise']:g})" if "noise" in c else "") + f" / {c['realized_test']:g}"
                          for t, c in r["root_check"].items() if c["predicted"] or c["realized"]))
