@@ -405,7 +405,7 @@ def test_against_a_reference_window_an_unchanged_window_stays_quiet_and_a_shifte
     assert same.reward == 0 and part.chosen == (), part.reason
     (moved,) = shifted.partitions
     assert shifted.reorganize and moved.floor_log.startswith("reference window") and moved.blocks_chosen > 0
-    # B in sample of the root, less the reference's: the chosen subtrees' B is below their reads now
+    # B out of sample, less the reference window's: the chosen subtrees' B is below their reads now
     for c in moved.chosen:
         assert 0 < c.benefit <= c.reads <= c.blocks
     for floor in ("reference", "reference-in-sample"):  # both measured as with "noise"
