@@ -193,7 +193,10 @@ def test_the_reference_window_is_the_first_day_after_the_layout_went_live(tmp_pa
                + [QueryRecord(live + dt.timedelta(hours=1), sql, "f", "import")
                   for sql in ("SELECT count(*) FROM orders", "SELEC broken")]
                # the day after: not in the reference window
-               + [QueryRecord(live + dt.timedelta(hours=30), on_lineitem.format(99), "f", "import")])
+               + [QueryRecord(live + dt.timedelta(hours=30), on_lineitem.format(99), "f", "import")]
+               # a layout that went live ten days ago saw one query twelve times: one fold
+               + [QueryRecord(live - dt.timedelta(days=7) + dt.timedelta(hours=h), on_lineitem.format(5), "f",
+                              "import") for h in range(12)])
     settings = ShiftSettings()  # 24-hour windows, at least 10 references
     window = window_queries([], SCHEMA, "lineitem", NOW - dt.timedelta(hours=24), NOW)
     routed = RoutedTexts(SCHEMA, None)  # analyses only: nothing is routed
@@ -213,6 +216,8 @@ def test_the_reference_window_is_the_first_day_after_the_layout_went_live(tmp_pa
         assert log is None and "less than two windows ago" in what
         log, what = reference(live, min_references=13)
         assert log is None and "12 references" in what
+        log, what = reference(live - dt.timedelta(days=7))
+        assert log is None and "all fall in one fold" in what
 
 
 def test_each_subtree_is_measured_once_however_many_searches_decide():

@@ -371,48 +371,43 @@ class SubtreeBenefits:
         unchanged window would fire on it."""
         if self.folds is None:
             raise ValueError("the guard needs each query's fold (SubtreeBenefits(folds=...))")
-        if self._fold_guard is not None:
-            return self._held_out_in_sample(settings)
         held_out = []
         for fold in np.unique(self.folds):
             judged = self.folds == fold
-            plan = optimal_set(self.shape, self.benefit_on(~judged), settings.q, settings.w,
-                               prune=settings.prune)
-            gains = sum((self.gains[i][judged] for i in plan.nodes), np.zeros(int(judged.sum())))
-            floors = [self.floor_gains[i] for i in plan.nodes if i in self.floor_gains]
+            chosen_on, judged_on = self._fold_views(fold, judged)
+            plan = optimal_set(self.shape, chosen_on, settings.q, settings.w, prune=settings.prune)
+            parts = [judged_on(i) for i in plan.nodes]
+            gains = sum((g for g, _ in parts), np.zeros(int(judged.sum())))
+            floors = [f for _, f in parts if f is not None]
             held_out.append(HeldOut(gains, np.array(floors) if floors else None,
-                                 float(sum(self.shape.blocks[i] for i in plan.nodes))))
+                                    float(sum(self.shape.blocks[i] for i in plan.nodes))))
         return held_out_lower_bound(held_out, settings.q / settings.w, clip_floor=self.clip_floor)
 
-    def _held_out_in_sample(self, settings: ShiftSettings) -> float:
-        """held_out_reward for B in sample: a tree grown on all of the window saw every fold, so
-        the set is chosen on the other folds' B, each fold's own tree judged on it less the same
-        on the floor log's other folds, and judged on this fold's (window and floor log alike),
-        whose trees never saw the queries that chose it."""
+    def _fold_views(self, fold: int, judged: np.ndarray):
+        """For the guard's fold: (B of a node as the queries outside the fold choose it, a node
+        -> (its gains on the fold's queries, its floor gains or None)). Out of sample, the
+        window's gains and the whole floor log. In sample (`fold_guard`), a tree grown on all
+        of the window saw every fold: the trees grown on each fold alone are used instead, the
+        floor log split in the same folds, so the fold is judged by trees that never saw the
+        queries that chose the set."""
+        if self._fold_guard is None:
+            return self.benefit_on(~judged), lambda i: (self.gains[i][judged], self.floor_gains.get(i))
         per_node, floor_folds = self._fold_guard
+        judged_floor = floor_folds == fold
 
         def gains_of(i: int) -> tuple[np.ndarray, np.ndarray]:
             if i not in self.fold_gains:
                 self.fold_gains[i] = per_node(i)
             return self.fold_gains[i]
 
-        held_out = []
-        for fold in np.unique(self.folds):
-            judged, judged_floor = self.folds == fold, floor_folds == fold
+        def chosen_on(i: int) -> float:
+            gains, floor = gains_of(i)
+            outside, floor_outside = gains[~judged], floor[~judged_floor]
+            if not outside.size:
+                return 0.0
+            return max(0.0, float(outside.mean()) - (float(floor_outside.mean()) if floor_outside.size else 0.0))
 
-            def chosen_on(i: int) -> float:
-                gains, floor = gains_of(i)
-                outside, floor_outside = gains[~judged], floor[~judged_floor]
-                if not outside.size:
-                    return 0.0
-                return max(0.0, float(outside.mean()) - (float(floor_outside.mean()) if floor_outside.size else 0.0))
-
-            plan = optimal_set(self.shape, chosen_on, settings.q, settings.w, prune=settings.prune)
-            gains = sum((gains_of(i)[0][judged] for i in plan.nodes), np.zeros(int(judged.sum())))
-            floors = [gains_of(i)[1][judged_floor] for i in plan.nodes]
-            held_out.append(HeldOut(gains, np.array(floors) if floors else None,
-                                    float(sum(self.shape.blocks[i] for i in plan.nodes))))
-        return held_out_lower_bound(held_out, settings.q / settings.w, clip_floor=False)
+        return chosen_on, lambda i: (gains_of(i)[0][judged], gains_of(i)[1][judged_floor])
 
     @classmethod
     def out_of_sample(cls, subtrees: OldSubtrees, blocks: Sequence[int], window: OutOfSampleGain,
@@ -441,7 +436,7 @@ class SubtreeBenefits:
         writes it), less the same B on the reference window (its T' grown on it with its own
         cuts) whatever its sign: both are the same estimator, so the floor takes out the fit to
         a log's own literals, not only noise. The guard chooses and judges on fold-wise trees
-        (`_held_out_in_sample`)."""
+        (`_fold_views`)."""
         queries = window.gain.refs.queries
         leaf_ids = subtree_leaf_ids(subtrees)
         reads_now = [float(window.gain.reads_now(ids).sum()) / queries for ids in leaf_ids]
@@ -633,18 +628,12 @@ def _partition_shift(spark, catalog, schema: Schema, snapshot: CatalogSnapshot, 
         return None if log_ is None else router_reads(
             [routed.route(text) for text in log_.sql], log_.analyses, table.name, layout)
 
-    def inputs_with(reference: QueryLog | None) -> PartitionInputs:
-        # with a reference window the training log is not used (the floor is measured on the reference)
-        training = training_log(catalog, layout, routed) if reference is None else None
-        return _partition_inputs(spark, catalog, schema, snapshot, layout, table, tree, window, training, optimizer,
-                                 params, settings, {"window": window_reads, "training": reads_of(training),
-                                                    "reference": reads_of(reference)}, reference,
-                                 in_sample=reference is not None and settings.floor == "reference-in-sample")
-
-    inputs = inputs_with(reference)
-    if reference is not None and inputs.sample is not None and inputs.reference_gain is None:
-        floor_log, reference = "no reference window: its references to the table all fall in one fold", None
-        inputs = inputs_with(None)
+    # with a reference window the training log is not used (the floor is measured on the reference)
+    training = training_log(catalog, layout, routed) if reference is None else None
+    inputs = _partition_inputs(spark, catalog, schema, snapshot, layout, table, tree, window, training, optimizer,
+                               params, settings, {"window": window_reads, "training": reads_of(training),
+                                                  "reference": reads_of(reference)}, reference,
+                               in_sample=reference is not None and settings.floor == "reference-in-sample")
     sizes = {b.block_id: b.row_count for b in layout.blocks}
     n_blocks = sum(1 for s in sizes.values() if s > 0)
     a_root = float(window_reads.sum()) / max(1, window.analyzed)
@@ -836,7 +825,8 @@ def reference_window(catalog, layout: ActiveLayout, routed: RoutedTexts, window:
                      settings: ShiftSettings) -> tuple[QueryLog | None, str]:
     """The reference window of ShiftSettings.floor "reference": the queries of the first
     `window_hours` after the layout went live, and what they are (for the report). None, with
-    why, when that window is not over before the one judged starts or reads the table too little."""
+    why, when that window is not over before the one judged starts, reads the table too little,
+    or all its queries on the table fall in one fold (nothing could be judged out of sample)."""
     since = layout.version.activated_at or layout.version.created_at
     since = since if since.tzinfo else since.replace(tzinfo=dt.timezone.utc)
     until = since + dt.timedelta(hours=settings.window_hours)
@@ -855,6 +845,8 @@ def reference_window(catalog, layout: ActiveLayout, routed: RoutedTexts, window:
     if references < settings.min_references:
         return None, (f"no reference window: the first window after the layout went live holds {references} "
                       f"references to the table, fewer than {settings.min_references}")
+    if np.unique(query_folds(sql, settings.folds)).size < 2:  # as OutOfSampleGain.judgeable would find
+        return None, "no reference window: its queries on the table all fall in one fold"
     return QueryLog(tuple(sql), tuple(analyses), analyzed), (
         f"reference window from {since:%Y-%m-%d %H:%M} ({analyzed} queries)")
 
@@ -910,16 +902,18 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     folds = {name: np.resize(query_folds(q.sql, settings.folds), q.queries) if q.sql
              else np.zeros(q.queries, np.int64) for name, q in logs.items()}
     window_cuts = cuts_of(window.analyses)
+
+    def cuts_per_fold(inside: bool) -> dict:
+        """Per (log, fold f), the cuts chosen from the queries inside f, or outside it."""
+        return {(name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if (fold == f) == inside)
+                for name, q in logs.items() for f in range(settings.folds)}
+
     # the cuts a tree judged on fold f may use: chosen from the queries outside f (judged in
-    # sample, the window's trees use all of its cuts, the reference's all of its own)
-    fold_cuts = {} if in_sample else {
-        (name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if fold != f)
-        for name, q in logs.items() for f in range(settings.folds)}
+    # sample, the window's trees use all of its cuts, the reference's all of its own, and the
+    # guard's trees, grown on each fold alone, that fold's own)
+    fold_cuts = {} if in_sample else cuts_per_fold(inside=False)
+    own_cuts = cuts_per_fold(inside=True) if in_sample else {}
     reference_cuts = cuts_of(reference.analyses) if reference is not None and in_sample else []
-    # in sample, the guard's trees are grown on each fold alone, with that fold's own cuts
-    own_cuts = {} if not in_sample else {
-        (name, f): cuts_of(a for a, fold in zip(q.analyses, folds[name]) if fold == f)
-        for name, q in logs.items() for f in range(settings.folds)}
     extra = ((cuts_of(training.analyses) if training else []) + reference_cuts
              + [c for cs in (*fold_cuts.values(), *own_cuts.values()) for c in cs])
     induced = set().union(*map(path_tables, window_cuts + extra)) if window_cuts or extra else set()
@@ -998,10 +992,8 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
         own = {name: tuple(positions(own_cuts[(name, f)]) for f in range(settings.folds)) for name in logs}
         logs_in_sample = (InSample(window_gain, np.arange(len(window_cuts), dtype=np.int64), own["window"]),
                           InSample(reference_gain, positions(reference_cuts), own["reference"]))
-    elif reference is not None:
+    elif reference is not None:  # judgeable: `reference_window` keeps only windows with two folds or more
         reference_gain = gain(reference, folds["reference"], fold_allowed("reference"), routed["reference"])
-    if reference_gain is not None and not reference_gain.judgeable:
-        reference_gain, logs_in_sample = None, None
     return PartitionInputs(tuple(cuts), len(window_cuts), frames, sources, summary, resolved, scale, sample, vc,
                            np.array([tree.leaf_of_block[b] for b in key_block], dtype=np.int64), window_gain,
                            training_gain, reference_gain, logs_in_sample)
