@@ -303,14 +303,14 @@ class _Splits(NamedTuple):
     left_rows: np.ndarray  # (a,) float64: rows with the cut's bit 1 (exact integers)
     right_rows: np.ndarray  # (a,) float64
     rows: int  # rows at the node
-    counts: np.ndarray  # the node's vectors' counts (float32 or float64)
-    vectors: np.ndarray  # the node's vectors over every cut, as counts' type
+    pair: np.ndarray | None  # (m, m) float64: rows with bits j and k both 1 (a gain with needs_pair)
 
 
 class _Gain(Protocol):
     """How `_grow` scores splits, and what state it carries from a node to its children."""
 
     root: Any  # the root's state
+    needs_pair: bool  # scores a node from its pair matrix (`_Splits.pair`)
 
     def gains(self, splits: _Splits, state: Any) -> np.ndarray:
         """(a,) the objective's gain of each valid split of a node in this state."""
@@ -322,6 +322,8 @@ class _Gain(Protocol):
 class _PathGain:
     """Objective "path": rows of the two children that the cuts on the path let
     queries skip. Per node: which queries the path already lets skip it."""
+
+    needs_pair = False
 
     def __init__(self, workload: Workload):
         self.implies, self.disjoint, self.weights = workload.implies, workload.disjoint, workload.weights
@@ -343,6 +345,7 @@ class _RouterGain:
     per-node state."""
 
     root = None
+    needs_pair = True
 
     def __init__(self, workload: Workload, known: np.ndarray):
         self.known = np.flatnonzero(known)
@@ -353,9 +356,8 @@ class _RouterGain:
     def gains(self, s: _Splits, state: None) -> np.ndarray:
         if not self.known.size:
             return np.zeros(s.cuts.size)  # the router reads no cut's bits: nothing to gain
-        kn, w, total = self.known, self.weights, s.rows
+        kn, w, total, pair = self.known, self.weights, s.rows, s.pair
         lr, rr = s.left_rows, s.right_rows
-        pair = ((s.vectors * s.counts[:, None]).T @ s.vectors).astype(np.float64)  # (m, m) rows with bits j and k
         colsum = np.diagonal(pair)[kn]  # (k,) rows with bit k at the node
         both = pair[np.ix_(s.cuts, kn)]  # (a, k)
         rest = colsum[None, :] - both  # rows with bit j = 0 and bit k = 1
@@ -379,26 +381,39 @@ def _grow(vc: VectorCounts, min_leaf_rows: int, allowed: np.ndarray, gain: _Gain
     counts_f = vc.counts.astype(ftype)
     vec_f = vc.vectors.astype(ftype)
     candidates = np.flatnonzero(allowed)
+    needs_pair = gain.needs_pair
+
+    def pair_of(idx: np.ndarray) -> np.ndarray:
+        """(m, m): rows of the vectors `idx` with bits j and k both 1 (exact integers)."""
+        vs = vec_f[idx]
+        return ((vs * counts_f[idx, None]).T @ vs).astype(np.float64)
+
+    def splittable(rec: list) -> bool:
+        return bool(candidates.size) and rec[1] >= 2 * min_leaf_rows
 
     # Mutable build records, finalized bottom-up into immutable Nodes.
     # Each record: [indices, rows, cut, left_rec, right_rec, leaf_id]
     records: list[list] = []
     root = [np.arange(vc.n, dtype=np.int64), int(vc.counts.sum()), None, None, None, None]
     records.append(root)
-    stack: list[tuple[list, Any]] = [(root, gain.root)]
+    # (record, gain state, its pair matrix when known: a child's is its parent's less its sibling's)
+    stack: list[tuple[list, Any, np.ndarray | None]] = [(root, gain.root, None)]
     next_leaf = 0
     reporter = _SplitProgress(progress)
     while stack:
-        rec, state = stack.pop()
+        rec, state, pair = stack.pop()
         idx, total = rec[0], rec[1]
         best_cut = -1
-        if candidates.size and total >= 2 * min_leaf_rows:
-            c, vs = counts_f[idx], vec_f[idx]
-            left_rows = (c @ vs[:, candidates]).astype(np.float64)  # exact integers
+        if splittable(rec):
+            if needs_pair:
+                pair = pair_of(idx) if pair is None else pair
+                left_rows = np.diagonal(pair)[candidates].copy()
+            else:
+                left_rows = (counts_f[idx] @ vec_f[idx][:, candidates]).astype(np.float64)  # exact integers
             right_rows = total - left_rows
             valid = (left_rows >= min_leaf_rows) & (right_rows >= min_leaf_rows)
             if valid.any():
-                splits = _Splits(candidates[valid], left_rows[valid], right_rows[valid], total, c, vs)
+                splits = _Splits(candidates[valid], left_rows[valid], right_rows[valid], total, pair)
                 g = gain.gains(splits, state)
                 t = int(np.argmax(g))  # first maximum: lowest cut index
                 if g[t] > 0:
@@ -411,8 +426,16 @@ def _grow(vc: VectorCounts, min_leaf_rows: int, allowed: np.ndarray, gain: _Gain
         records.append(left_rec)
         records.append(right_rec)
         left_state, right_state = gain.children(state, best_cut)
-        stack.append((right_rec, right_state))
-        stack.append((left_rec, left_state))
+        left_pair = right_pair = None
+        if needs_pair and (splittable(left_rec) or splittable(right_rec)):
+            # the child with fewer vectors directly, the other by subtraction (exact: integer sums)
+            small_left = left_rec[0].size <= right_rec[0].size
+            small, large = (left_rec, right_rec) if small_left else (right_rec, left_rec)
+            small_pair = pair_of(small[0])
+            large_pair = pair - small_pair if splittable(large) else None
+            left_pair, right_pair = (small_pair, large_pair) if small_left else (large_pair, small_pair)
+        stack.append((right_rec, right_state, right_pair))
+        stack.append((left_rec, left_state, left_pair))
         reporter.split(len(stack))
     reporter.done(next_leaf, what)
     return _nodes(records)
@@ -428,14 +451,18 @@ def _merge_equal_vectors(vc: VectorCounts, cols: np.ndarray) -> tuple[VectorCoun
 
 def _unmerge(tree: Node, cols: np.ndarray, inverse: np.ndarray, n_merged: int) -> Node:
     """A tree grown on `_merge_equal_vectors` output, over the original cut and vector indices."""
-    members = np.argsort(inverse, kind="stable")  # merged vector u: members[starts[u]:starts[u + 1]]
-    starts = np.searchsorted(inverse[members], np.arange(n_merged + 1))
+    found = list(leaves(tree))
+    leaf_of_merged = np.zeros(n_merged, dtype=np.int64)
+    for leaf in found:
+        leaf_of_merged[leaf.vector_indices] = leaf.leaf_id
+    leaf_of_vector = leaf_of_merged[inverse]
+    # leaf L's original vectors: members[starts[L]:starts[L + 1]], ascending (a stable sort)
+    members = np.argsort(leaf_of_vector, kind="stable")
+    starts = np.searchsorted(leaf_of_vector[members], np.arange(max((f.leaf_id for f in found), default=0) + 2))
 
     def expand(node: Node) -> Node:
         if node.is_leaf:
-            idx = np.sort(np.concatenate([members[starts[u]:starts[u + 1]] for u in node.vector_indices])
-                          if node.vector_indices.size else np.zeros(0, np.int64))
-            return Node.leaf(node.leaf_id, idx, node.rows)
+            return Node.leaf(node.leaf_id, members[starts[node.leaf_id]:starts[node.leaf_id + 1]], node.rows)
         return Node.split(int(cols[node.cut]), expand(node.left), expand(node.right))
 
     return expand(tree)

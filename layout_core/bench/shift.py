@@ -476,7 +476,8 @@ def measure_all(spark, catalog, schema, q: float, w: float, prune: bool, folds: 
     started = time.monotonic()
     settings = ShiftSettings(q=q, w=w, prune=prune, folds=folds, floor=floor)
     now = monitor_now()
-    reports = {t: measure_shift(spark, catalog, schema, t, settings, now) for t in STAR_ORDER}
+    snapshot = catalog.snapshot()  # once for every table: measuring writes nothing
+    reports = {t: measure_shift(spark, catalog, schema, t, settings, now, snapshot=snapshot) for t in STAR_ORDER}
     return reports, round(time.monotonic() - started, 2)
 
 

@@ -266,6 +266,28 @@ def test_a_training_log_floor_below_zero_counts_only_as_bias():
     assert rewards.lower_bound == pytest.approx(10.0)  # every query and floor alike: no spread
 
 
+def test_the_floor_is_measured_only_where_it_can_change_b():
+    """The floor costs as much as the gain (trees grown on the training log), and a floor
+    counted only when positive cannot lift a mean gain <= 0 above B = 0: leaf 2's (gain 0)
+    is never computed as noise; as bias (any sign) it could be, so it is."""
+    _, _, old = _two_leaf_partition()
+    gains = {0: np.ones(4), 1: np.ones(4), 2: np.array([1.0, -1.0, 0.0, -1.0])}
+    asked: list[int] = []
+
+    def floor(i: int) -> np.ndarray:
+        asked.append(i)
+        return np.full(6, -1.0 if i == 2 else 0.5)
+
+    halves = np.arange(4) % 2
+    noise = SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, gains.__getitem__, floor, halves)
+    assert [noise.benefit(i) for i in range(3)] == [0.5, 0.5, 0.0] and asked == [0, 1]
+    # judged on query 0 alone, leaf 2 gains 1: now its floor counts (clipped to 0)
+    assert noise.benefit_on(np.array([True, False, False, False]))(2) == 1.0 and asked == [0, 1, 2]
+    asked.clear()
+    bias = SubtreeBenefits(old, [4, 2, 2], [2.0, 2.0, 0.0], 4, gains.__getitem__, floor, halves, clip_floor=False)
+    assert [bias.benefit(i) for i in range(3)] == [0.5, 0.5, 0.75] and asked == [0, 1, 2]
+
+
 def test_a_gain_one_half_of_the_window_does_not_confirm_is_noise():
     """A root over two leaves, C = 4, 2, 2; eight queries, halves 0, 1, 0, 1, ...; q/w 10.
     Leaf 1 saves 2 blocks to each query of half 0 and none of half 1, leaf 2 the reverse;

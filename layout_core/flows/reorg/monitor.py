@@ -32,8 +32,8 @@ def monitor_tables(spark, catalog, schema, tables: Sequence[str], settings: Shif
     """One report per table (default: every table of the catalog with an active layout).
     A table the schema does not know is reported, not fatal."""
     now = now or dt.datetime.now(dt.timezone.utc)
+    snapshot = catalog.snapshot()  # once for every table: the monitor writes nothing
     if not tables:
-        snapshot = catalog.snapshot()
         tables = sorted({name for name, _ in snapshot.layouts})
     history = catalog.query_history(since=now - dt.timedelta(hours=settings.window_hours), until=now)
     log.info("workload monitor: %d queries in the last %g hours, %d tables", len(history),
@@ -43,7 +43,7 @@ def monitor_tables(spark, catalog, schema, tables: Sequence[str], settings: Shif
         if table not in schema.tables:
             log.warning("workload monitor: table %s is not in the schema; skipped", table)
             continue
-        reports.append(measure_shift(spark, catalog, schema, table, settings, now, history))
+        reports.append(measure_shift(spark, catalog, schema, table, settings, now, history, snapshot))
     return reports
 
 

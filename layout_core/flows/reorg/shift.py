@@ -323,8 +323,9 @@ class SubtreeBenefits:
 
     per_query(i) -> the gain of subtree i per query of the log it is judged on;
     floor_per_query(i) -> the same on the layout's own training log (None: no noise floor);
-    noise(i), the floor, is the mean of that, at least 0 (`clip_floor`; else whatever its
-    sign, ShiftSettings.floor "bias"). B(i) = max(0, mean gain - noise).
+    noise_of(i), the floor, is the mean of that, at least 0 (`clip_floor`; else whatever its
+    sign, ShiftSettings.floor "bias"). B(i) = max(0, mean gain - noise); a clipped floor is
+    only computed for a subtree whose mean gain is above 0 (else B = 0 whatever it is).
     `choose` runs the search on it; the shift benchmark runs it again for other
     q/w and with and without pruning, on the same measurements."""
 
@@ -347,21 +348,35 @@ class SubtreeBenefits:
         self.floor_gains: dict[int, np.ndarray] = {}  # per node, per query of the training log
         self.noise: dict[int, float] = {}
 
-    def benefit(self, i: int) -> float:
+    def gain(self, i: int) -> np.ndarray:
+        """Subtree i's gain per query of the window, computed once."""
         if i not in self.gains:
             self.gains[i] = self._per_query(i)
+        return self.gains[i]
+
+    def noise_of(self, i: int) -> float:
+        """Subtree i's noise floor, computed once (on the floor log: as costly as its gain)."""
+        if i not in self.noise:
             if self._floor_per_query is not None:
                 self.floor_gains[i] = self._floor_per_query(i)
             floor = self.floor_gains.get(i)
             mean = float(floor.mean()) if floor is not None and floor.size else 0.0
             self.noise[i] = max(0.0, mean) if self.clip_floor else mean
-        return max(0.0, float(self.gains[i].sum()) / self.queries - self.noise[i])
+        return self.noise[i]
+
+    def _less_noise(self, i: int, mean: float) -> float:
+        # a clipped floor is >= 0: a mean gain <= 0 stays B = 0 whatever it is, so it is not computed
+        if self.clip_floor and mean <= 0:
+            return 0.0
+        return max(0.0, mean - self.noise_of(i))
+
+    def benefit(self, i: int) -> float:
+        return self._less_noise(i, float(self.gain(i).sum()) / self.queries)
 
     def benefit_on(self, queries: np.ndarray):
         """B judged on the queries of the mask `queries` only: benefit(i) -> float."""
         def benefit(i: int) -> float:
-            self.benefit(i)
-            return max(0.0, float(self.gains[i][queries].mean()) - self.noise[i]) if queries.any() else 0.0
+            return self._less_noise(i, float(self.gain(i)[queries].mean())) if queries.any() else 0.0
         return benefit
 
     def held_out_reward(self, settings: ShiftSettings) -> float:
@@ -383,6 +398,10 @@ class SubtreeBenefits:
                                     float(sum(self.shape.blocks[i] for i in plan.nodes))))
         return held_out_lower_bound(held_out, settings.q / settings.w, clip_floor=self.clip_floor)
 
+    def _floor_gains_of(self, i: int) -> np.ndarray | None:
+        self.noise_of(i)
+        return self.floor_gains.get(i)
+
     def _fold_views(self, fold: int, judged: np.ndarray):
         """For the guard's fold: (B of a node as the queries outside the fold choose it, a node
         -> (its gains on the fold's queries, its floor gains or None)). Out of sample, the
@@ -391,7 +410,7 @@ class SubtreeBenefits:
         floor log split in the same folds, so the fold is judged by trees that never saw the
         queries that chose the set."""
         if self._fold_guard is None:
-            return self.benefit_on(~judged), lambda i: (self.gains[i][judged], self.floor_gains.get(i))
+            return self.benefit_on(~judged), lambda i: (self.gain(i)[judged], self._floor_gains_of(i))
         per_node, floor_folds = self._fold_guard
         judged_floor = floor_folds == fold
 
@@ -464,7 +483,8 @@ def choose(benefits: SubtreeBenefits, settings: ShiftSettings, guard: bool = Tru
     the queries which chose the set do not confirm, is noise, not shift."""
     shape = benefits.shape
     plan = optimal_set(shape, benefits.benefit, settings.q, settings.w, prune=settings.prune)
-    benefits.benefit(0)  # the root's B is reported whatever the search visited
+    benefits.benefit(0)  # the root's B and floor are reported whatever the search visited
+    benefits.noise_of(0)
     lower = None
     if plan.nodes:
         lower = benefits.held_out_reward(settings) if guard else plan.reward
@@ -545,16 +565,18 @@ class ShiftReport:
 
 
 def measure_shift(spark, catalog, schema: Schema, table: str, settings: ShiftSettings,
-                  now: dt.datetime | None = None, history: Sequence[QueryRecord] | None = None) -> ShiftReport:
+                  now: dt.datetime | None = None, history: Sequence[QueryRecord] | None = None,
+                  snapshot: CatalogSnapshot | None = None) -> ShiftReport:
     """The reward of re-laying out `table`'s subtrees for the window ending `now`
-    (default: the catalog's history of the last `window_hours`)."""
+    (default: the catalog's history of the last `window_hours`), on the catalog's layouts
+    (`snapshot`: read once for many tables; default: read now)."""
     started = time.monotonic()
     now = now or dt.datetime.now(dt.timezone.utc)
     start = now - dt.timedelta(hours=settings.window_hours)
     if history is None:
         history = catalog.query_history(since=start, until=now)
     window = window_queries(history, schema, table, start, now)
-    snapshot = catalog.snapshot()
+    snapshot = snapshot or catalog.snapshot()
 
     def report(reason: str, partitions=(), notes=(), models=()) -> ShiftReport:
         log.info("workload shift of %s: %s", table, reason)
