@@ -767,7 +767,7 @@ def judged_on(model: PartitionModel, analyses: Sequence[QueryAnalysis], routes: 
     before = [old[:, np.isin(block_leaf, ids)].sum(axis=1).astype(np.float64) for ids in model.benefits.leaf_ids]
 
     def per_query(i: int) -> np.ndarray:
-        rows = np.flatnonzero(np.isin(model.sample.vector, new.old.vector_indices(i)))
+        rows = model.sample.rows_of(new.old.vector_indices(i))
         block, n_blocks = tree_blocks(new.new_subtree(i), model.sample, rows, int(model.settings["block_rows"]),
                                       new.scale)
         after = reads(refs, simulated_blocks(model.sample, new.vc.vectors, rows, block, n_blocks)).sum(axis=1)

@@ -105,6 +105,13 @@ class SampledRows:
     def n(self) -> int:
         return int(self.vector.size)
 
+    def rows_of(self, members: np.ndarray) -> np.ndarray:
+        """The sampled rows whose vector is one of `members`, ascending."""
+        members = np.asarray(members, dtype=np.int64)
+        wanted = np.zeros(max(int(self.vector.max(initial=-1)), int(members.max(initial=-1))) + 1, dtype=bool)
+        wanted[members] = True  # a mask, not np.isin's sort: asked for every subtree and fold
+        return np.flatnonzero(wanted[self.vector])
+
 
 def writer_rank(columns: Sequence[ColumnValues], n: int) -> np.ndarray:
     """Each of n rows' place when sorted by `columns` (first column first, NULLs first, ties by row)."""
@@ -193,9 +200,13 @@ def simulated_blocks(sample: SampledRows, bits: np.ndarray, rows: np.ndarray, bl
     union = np.zeros((n_blocks, m), dtype=bool)
     every = np.zeros((n_blocks, m), dtype=bool)
     if present.size and m:
-        row_bits = bits[sample.vector[rows]]
-        union[present] = np.logical_or.reduceat(row_bits, starts, axis=0)
-        every[present] = np.logical_and.reduceat(row_bits, starts, axis=0)
+        # a block's bits are its distinct vectors': reduce over (block, vector) pairs, far fewer than rows
+        n_vectors = bits.shape[0]
+        pairs = np.unique(block * n_vectors + sample.vector[rows])
+        pair_bits = bits[pairs % n_vectors]
+        pair_starts = np.searchsorted(pairs // n_vectors, present)
+        union[present] = np.logical_or.reduceat(pair_bits, pair_starts, axis=0)
+        every[present] = np.logical_and.reduceat(pair_bits, pair_starts, axis=0)
     columns = {name: _column_arrays(col.codes[rows], col.values, block, present, starts, n_blocks)
                for name, col in sample.columns.items()}
     zone_maps = ZoneMaps(_frozen(counts), MappingProxyType(columns))
@@ -382,7 +393,7 @@ class OutOfSampleGain:
                   judged: np.ndarray) -> np.ndarray:
         """Per reference `judged`, the blocks it reads of a T' over the vc vectors `members`,
         grown on the references `grown_on` with the cuts `allowed`, written as the writer would."""
-        rows = np.flatnonzero(np.isin(self.sample.vector, members))
+        rows = self.sample.rows_of(members)
         subset = VectorCounts(self.vc.vectors[members], self.vc.counts[members], self.vc.weights)
         workload = Workload(self.refs.implies, self.refs.disjoint, grown_on.astype(np.float64))
         # grown knowing only T''s own cuts, as it is judged and as the reorganization grows it

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from layout_core.algorithms.types import VectorCounts
 from layout_core.flows.reorg.simulated_reads import (
@@ -66,6 +68,33 @@ def test_blocks_get_bits_and_zone_maps_of_their_sampled_rows():
     assert reads(_refs(filters=(TRUE,), satisfiable=(False,)), blocks).tolist() == [[False] * 3]
     refs = References(np.array([0]), np.zeros((1, 1), bool), np.zeros((1, 1), bool), (TRUE,), np.array([True]), 1)
     assert reads(refs, blocks).tolist() == [[True, True, False]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_blocks_bits_are_the_or_and_the_and_of_its_rows_bits(data):
+    """Any rows (repeats of a vector, empty blocks, a subset of the sample): per block, a cut's
+    union bit is set when some row of the block has it, its every bit when all rows have it."""
+    n_vectors = data.draw(st.integers(1, 6))
+    m = data.draw(st.integers(1, 5))
+    bits = np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=m, max_size=m),
+                                       min_size=n_vectors, max_size=n_vectors)), dtype=bool)
+    vector = np.array(data.draw(st.lists(st.integers(0, n_vectors - 1), min_size=1, max_size=30)))
+    sample = SampledRows(vector, np.zeros(vector.size, np.int64), np.arange(vector.size),
+                         {"x": ColumnValues.of(list(range(vector.size)))})
+    members = data.draw(st.lists(st.integers(0, n_vectors - 1), unique=True))
+    rows = sample.rows_of(np.array(members, dtype=np.int64))
+    assert rows.tolist() == [r for r in range(vector.size) if vector[r] in members]
+    n_blocks = data.draw(st.integers(1, 5))
+    block = np.array(data.draw(st.lists(st.integers(0, n_blocks - 1), min_size=rows.size, max_size=rows.size)),
+                     dtype=np.int64)
+    blocks = simulated_blocks(sample, bits, rows, block, n_blocks)
+    for b in range(n_blocks):
+        held = [bits[vector[r]] for r, in_block in zip(rows, block) if in_block == b]
+        assert blocks.rows[b] == len(held)
+        for j in range(m):
+            assert blocks.union[b, j] == any(h[j] for h in held)
+            assert blocks.every[b, j] == (bool(held) and all(h[j] for h in held))
 
 
 def test_a_cut_every_row_has_skips_a_query_disjoint_with_it_without_zone_maps():
