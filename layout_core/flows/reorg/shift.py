@@ -576,7 +576,7 @@ def measure_shift(spark, catalog, schema: Schema, table: str, settings: ShiftSet
     if history is None:
         history = catalog.query_history(since=start, until=now)
     window = window_queries(history, schema, table, start, now)
-    snapshot = snapshot or catalog.snapshot()
+    snapshot = catalog.snapshot() if snapshot is None else snapshot
 
     def report(reason: str, partitions=(), notes=(), models=()) -> ShiftReport:
         log.info("workload shift of %s: %s", table, reason)
