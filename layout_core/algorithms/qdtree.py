@@ -455,17 +455,21 @@ def _unmerge(tree: Node, cols: np.ndarray, inverse: np.ndarray, n_merged: int) -
     leaf_of_merged = np.zeros(n_merged, dtype=np.int64)
     for leaf in found:
         leaf_of_merged[leaf.vector_indices] = leaf.leaf_id
-    leaf_of_vector = leaf_of_merged[inverse]
-    # leaf L's original vectors: members[starts[L]:starts[L + 1]], ascending (a stable sort)
-    members = np.argsort(leaf_of_vector, kind="stable")
-    starts = np.searchsorted(leaf_of_vector[members], np.arange(max((f.leaf_id for f in found), default=0) + 2))
+    members = vectors_by_leaf(leaf_of_merged[inverse], len(found))  # a grown tree's leaf ids are 0..n-1
 
     def expand(node: Node) -> Node:
         if node.is_leaf:
-            return Node.leaf(node.leaf_id, members[starts[node.leaf_id]:starts[node.leaf_id + 1]], node.rows)
+            return Node.leaf(node.leaf_id, members[node.leaf_id], node.rows)
         return Node.split(int(cols[node.cut]), expand(node.left), expand(node.right))
 
     return expand(tree)
+
+
+def vectors_by_leaf(leaf_of_vector: np.ndarray, n_leaves: int) -> list[np.ndarray]:
+    """Per leaf id 0..n_leaves-1, the indices of the vectors `leaf_of_vector` puts in it, ascending."""
+    order = np.argsort(leaf_of_vector, kind="stable")
+    starts = np.searchsorted(leaf_of_vector[order], np.arange(n_leaves + 1))
+    return [order[starts[leaf]:starts[leaf + 1]] for leaf in range(n_leaves)]
 
 
 class _SplitProgress:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from layout_core.algorithms.qdtree import Node, breadth_first, greedy_tree, leaves, route_vectors
+from layout_core.algorithms.qdtree import Node, breadth_first, greedy_tree, leaves, route_vectors, vectors_by_leaf
 from layout_core.algorithms.types import VectorCounts, Workload
 
 __all__ = ["OldSubtrees", "old_subtrees", "NewSubtrees", "min_leaf_rows", "reindexed_tree"]
@@ -154,14 +154,13 @@ def _with_leaf_vectors(root: Node, vc: VectorCounts, leaf_of_vector: np.ndarray)
     shaped = leaf_of_vector.shape == (vc.n,)
     if not shaped or (vc.n and not 0 <= leaf_of_vector.min() <= leaf_of_vector.max() < len(leaf_ids)):
         raise ValueError(f"leaf_of_vector must give each of the {vc.n} vectors a leaf id in 0..{len(leaf_ids) - 1}")
-    by_leaf = np.argsort(leaf_of_vector, kind="stable")  # leaf l: by_leaf[starts[l]:starts[l + 1]], sorted
-    starts = np.searchsorted(leaf_of_vector[by_leaf], np.arange(len(leaf_ids) + 1))
+    by_leaf = vectors_by_leaf(leaf_of_vector, len(leaf_ids))
     rows = np.bincount(leaf_of_vector, weights=vc.counts, minlength=len(leaf_ids)).astype(np.int64)
 
     def rebuild(node: Node) -> Node:
         if node.is_leaf:
             lid = node.leaf_id
-            return Node.leaf(lid, by_leaf[starts[lid]:starts[lid + 1]], int(rows[lid]))
+            return Node.leaf(lid, by_leaf[lid], int(rows[lid]))
         return Node.split(node.cut, rebuild(node.left), rebuild(node.right))
 
     return rebuild(root)
