@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from pyroaring import BitMap64
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from layout_core.predicates import Hop, JoinInduced, to_sql
-from layout_core.spark.blocks import WORD_BITS, cut_flag_columns, packed_flags, with_cut_flags, word_bit
+from layout_core.predicates import Hop, JoinInduced, identifier, to_sql
+from layout_core.spark.blocks import WORD_BITS, cut_flag_columns, packed_flags_sql, with_cut_flags, word_bit_sql
 
 
 @dataclass(frozen=True)
@@ -43,20 +43,22 @@ def with_induced_flags(target: DataFrame, cuts: Sequence[JoinInduced],
     frames = _propagate(list(cuts), tables)
     last_hops = {c.hops[-1] for c in cuts}
     out = target
-    flag_of: dict[str, Column] = {}
+    # Flags as SQL text, one selectExpr per frame: a few Py4J calls per flag added up to 22 s
+    # for the SF 1 shift measurement's thousands of flags.
+    flag_of: dict[str, str] = {}
     for h, hop in enumerate(sorted(last_hops, key=str)):
         parent_frame = frames[hop]
         carried = [c for c in parent_frame.columns if c.startswith("_ji")]
         # the flags packed into longs for the join, whose shuffles copy every column of a row
         words = {f"_jw{h}_{w}": carried[start:start + WORD_BITS]
                  for w, start in enumerate(range(0, len(carried), WORD_BITS))}
-        keyed = parent_frame.select(F.col(hop.parent_column).alias("_pk"),
-                                    *[packed_flags(flags).alias(word) for word, flags in words.items()])
+        keyed = parent_frame.selectExpr(f"{identifier(hop.parent_column)} AS _pk",
+                                        *[f"{packed_flags_sql(flags)} AS {word}" for word, flags in words.items()])
         out = out.join(keyed, out[hop.child_column] == keyed["_pk"], "left").drop("_pk")
         for word, flags in words.items():
-            flag_of.update({flag: word_bit(word, j) for j, flag in enumerate(flags)})
+            flag_of.update({flag: word_bit_sql(word, j) for j, flag in enumerate(flags)})
     names = tuple(_flag_name(i) for i in range(len(cuts)))
-    out = out.select(*target.columns, *[F.coalesce(flag_of[n], F.lit(False)).alias(n) for n in names])
+    out = out.selectExpr(*map(identifier, target.columns), *[f"coalesce({flag_of[n]}, FALSE) AS {n}" for n in names])
     return InducedFlags(out, names)
 
 
@@ -74,17 +76,15 @@ def _propagate(cuts: list[JoinInduced], tables: Mapping[str, DataFrame]) -> dict
         hop = hops[-1]
         parent = tables[hop.parent_table]
         if len(hops) == 1:
-            flags = [F.coalesce(F.expr(to_sql(cuts[i].source)), F.lit(False)).alias(_flag_name(i))
-                     for i in cut_ids]
-            return parent.select(hop.parent_column, *flags)
+            flags = [f"coalesce(({to_sql(cuts[i].source)}), FALSE) AS {_flag_name(i)}" for i in cut_ids]
+            return parent.selectExpr(identifier(hop.parent_column), *flags)
         upstream = parent_frame(hops[:-1], cut_ids)
         previous = hops[-2]
         keyed = upstream.withColumnRenamed(previous.parent_column, "_pk")
         joined = parent.select(hop.parent_column, previous.child_column) \
             .join(keyed, F.col(previous.child_column) == F.col("_pk"), "left")
-        return joined.select(hop.parent_column,
-                             *[F.coalesce(F.col(_flag_name(i)), F.lit(False)).alias(_flag_name(i))
-                               for i in cut_ids])
+        return joined.selectExpr(identifier(hop.parent_column),
+                                 *[f"coalesce({_flag_name(i)}, FALSE) AS {_flag_name(i)}" for i in cut_ids])
 
     frames: dict[Hop, DataFrame] = {}
     by_last: dict[Hop, list[tuple[tuple[Hop, ...], list[int]]]] = {}
@@ -101,13 +101,15 @@ def _propagate(cuts: list[JoinInduced], tables: Mapping[str, DataFrame]) -> dict
 
 def hops_with_duplicate_keys(tables: Mapping[str, DataFrame], hops) -> set[Hop]:
     """The hops whose parent key column holds some non-NULL value twice."""
-    duplicated = set()
-    for hop in sorted(set(hops), key=str):
-        key = F.col(hop.parent_column)
-        repeated = tables[hop.parent_table].where(key.isNotNull()).groupBy(key).count().where("count > 1")
+    hops = set(hops)
+    keys = {(hop.parent_table, hop.parent_column) for hop in hops}  # one check per key, however many hops reach it
+    repeating = set()
+    for table, column in sorted(keys):
+        key = F.col(column)
+        repeated = tables[table].where(key.isNotNull()).groupBy(key).count().where("count > 1")
         if repeated.limit(1).count():
-            duplicated.add(hop)
-    return duplicated
+            repeating.add((table, column))
+    return {hop for hop in hops if (hop.parent_table, hop.parent_column) in repeating}
 
 
 def literal_keys(tables: Mapping[str, DataFrame], cut: JoinInduced) -> BitMap64:
@@ -126,11 +128,11 @@ def literal_keys_of(tables: Mapping[str, DataFrame], cuts: Sequence[JoinInduced]
     keys: list[BitMap64] = [BitMap64() for _ in cuts]
     for hop in sorted(by_last, key=str):
         # a cut of another path into the same parent leaves NULL flags in the full join: FALSE
-        flags = [F.coalesce(F.col(_flag_name(i)), F.lit(False)) for i in by_last[hop]]
+        flags = [f"coalesce({_flag_name(i)}, FALSE) AS {_flag_name(i)}" for i in by_last[hop]]
         # Every keyed parent row, the flags tested below: a filter OR-ing the flags sends
         # Spark's constraint propagation into time exponential in their number (25 cuts of
         # lineitem through supplier and nation never finished planning at SF 1).
-        rows = (frames[hop].select(F.col(hop.parent_column).cast("long").alias("_key"), *flags)
+        rows = (frames[hop].selectExpr(f"CAST({identifier(hop.parent_column)} AS BIGINT) AS _key", *flags)
                 .where(F.col("_key").isNotNull())
                 .toPandas())
         key = rows.iloc[:, 0].astype("int64").to_numpy()
@@ -151,7 +153,8 @@ def with_layout_cut_flags(df: DataFrame, cuts: Sequence, tables: Mapping[str, Da
     flag_of = {i: f"_cut{k}" for k, (i, _) in enumerate(simple)}
     flag_of.update({i: with_both.columns[k] for k, (i, _) in enumerate(induced)})
     names = cut_flag_columns(len(cuts))
-    return with_both.frame.select(*df.columns, *[F.col(flag_of[i]).alias(names[i]) for i in range(len(cuts))])
+    return with_both.frame.selectExpr(*map(identifier, df.columns),
+                                      *[f"{identifier(flag_of[i])} AS {names[i]}" for i in range(len(cuts))])
 
 
 def cut_columns(df: DataFrame, cuts: Sequence, keep: Sequence[str]) -> DataFrame:

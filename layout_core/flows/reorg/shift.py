@@ -44,8 +44,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from layout_core.algorithms.qdtree import Node, leaves
-from layout_core.algorithms.types import VectorCounts, unpack_bit_strings
-from layout_core.base.names import BLOCK_ID_COLUMN, VECTOR_COLUMN
+from layout_core.algorithms.types import VectorCounts
+from layout_core.base.names import BLOCK_ID_COLUMN
 from layout_core.base.schema import Schema, TableSchema
 from layout_core.catalog import ActiveLayout, CatalogSnapshot, QueryRecord, TreeNodeRecord
 from layout_core.catalog.records import tree_roots
@@ -78,7 +78,8 @@ from layout_core.predicates import atoms
 from layout_core.predicates.reasoning import satisfiable
 from layout_core.runs.sources import active_sources, source_frames
 from layout_core.skipping.router import Route, RoutingIndex, route_analysis
-from layout_core.spark.featurize import path_tables, sampled_rows, usable_cuts, with_vectors
+from layout_core.spark.blocks import word_flags
+from layout_core.spark.featurize import path_tables, sampled_rows, usable_cuts, with_cut_words
 from layout_core.spark.induced import cut_columns
 from layout_core.sql.analysis import QueryAnalysis, QueryError, analyze
 from layout_core.workload.tree_inputs import workload_matrices
@@ -968,20 +969,19 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     total_rows = sum(b.row_count for b in layout.blocks)
     # the sample first: only its rows are joined for the join-induced cuts' bits
     sampled = sampled_rows(rows, table.column_names, settings.sample_rows, total_rows)
-    picked = with_vectors(cut_columns(sampled, [c.predicate for c in cuts], [BLOCK_ID_COLUMN, *columns]), cuts, frames)
-    records = picked.select(BLOCK_ID_COLUMN, VECTOR_COLUMN, *columns).collect()
+    picked, words = with_cut_words(cut_columns(sampled, [c.predicate for c in cuts], [BLOCK_ID_COLUMN, *columns]),
+                                   cuts, frames)
+    records = picked.select(BLOCK_ID_COLUMN, *words, *columns).collect()
     if not records:
         return base
 
     block_index = {b.block_id: i for i, b in enumerate(layout.blocks)}
-    keys = [f"{r[0]}|{r[1]}" for r in records]
-    unique_keys, vector_of_row = np.unique(np.array(keys, dtype=object), return_inverse=True)
     m = len(cuts)
-    vc = VectorCounts(unpack_bit_strings([k.split("|", 1)[1] for k in unique_keys], m),
-                      np.bincount(vector_of_row).astype(np.int64), np.ones(m))
-    key_block = [int(k.split("|", 1)[0]) for k in unique_keys]
-    values = {c: ColumnValues.of([r[2 + j] for r in records]) for j, c in enumerate(columns)}
-    sample = SampledRows(vector_of_row.astype(np.int64), np.array([block_index[int(r[0])] for r in records]),
+    keyed = np.array([r[:1 + len(words)] for r in records], dtype=np.int64).reshape(len(records), 1 + len(words))
+    key_block, vectors, vector_of_row = distinct_vectors(keyed, m)
+    vc = VectorCounts(vectors, np.bincount(vector_of_row, minlength=len(key_block)).astype(np.int64), np.ones(m))
+    values = {c: ColumnValues.of([r[1 + len(words) + j] for r in records]) for j, c in enumerate(columns)}
+    sample = SampledRows(vector_of_row, np.array([block_index[b] for b in keyed[:, 0].tolist()]),
                          writer_rank([values[c] for c in order], len(records)), values)
     scale = total_rows / len(records)
     block_leaf = np.array([tree.leaf_of_block[b.block_id] for b in layout.blocks], dtype=np.int64)
@@ -1019,6 +1019,22 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     return PartitionInputs(tuple(cuts), len(window_cuts), frames, sources, summary, resolved, scale, sample, vc,
                            np.array([tree.leaf_of_block[b] for b in key_block], dtype=np.int64), window_gain,
                            training_gain, reference_gain, logs_in_sample)
+
+
+def distinct_vectors(keyed: np.ndarray, m: int) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """The distinct (block, cut bits) pairs of sampled rows given as (block id, cut words...)
+    (`featurize.with_cut_words`): their blocks, their (pairs, m) bits, and each row's pair.
+    The pairs are ordered as the strings "<block>|<bits>" sort, the order they had when the
+    bits were collected as strings, so that ties between vectors break as they did."""
+    pairs, row_pair = np.unique(keyed, axis=0, return_inverse=True)
+    bits = word_flags(pairs[:, 1:], m)
+    blocks = pairs[:, 0].tolist()
+    by_text = {b: i for i, b in enumerate(sorted(set(blocks), key=lambda b: f"{b}|"))}
+    rank = np.array([by_text[b] for b in blocks], dtype=np.int64)
+    order = np.lexsort(np.vstack([bits[:, ::-1].T, rank[None, :]]))  # the last key sorts first
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    return [blocks[i] for i in order], bits[order], position[np.asarray(row_pair).reshape(-1)]
 
 
 def _references(queries: QueryLog, table: str, key_hops, cuts: Sequence) -> References:
