@@ -88,3 +88,46 @@ def test_the_keys_of_thirty_cuts_through_two_hops(spark, tpch_views):
                     .select("s_suppkey").collect()}
         assert set(got) == expected, to_sql(cut)
     assert len(keys) == 30 and sum(1 for k in keys if len(k)) >= 29  # only n_name < the first name is empty
+
+
+def test_a_samples_bits_from_parents_narrowed_to_its_keys_equal_those_from_whole_parents(spark, tpch_views):
+    """The shift measurement joins its row sample with parent rows narrowed to the sample's keys
+    (`frames_for_rows`): the bits must be those of the whole parents, for rows whose key is NULL
+    or names no parent too; a table a path goes through (customer, nation) keeps every row."""
+    from pyspark.sql import functions as F
+
+    from layout_core.optimizers.base import CandidateCut
+    from layout_core.spark.featurize import frames_for_rows
+    from layout_core.spark.induced import with_layout_cut_flags
+
+    tables = {t: spark.table(t) for t in tpch_views}
+    sample = (tables["lineitem"].where("l_orderkey % 7 = 0 AND l_linenumber <= 2")
+              .select(F.col("l_orderkey").cast("long").alias("l_orderkey"), "l_linenumber")
+              .unionByName(spark.createDataFrame([(None, 1), (10 ** 9, 1)], "l_orderkey bigint, l_linenumber int"))
+              .localCheckpoint())
+    predicates = [JoinInduced((O_L,), Compare(Column("o_orderpriority", "string"), "=", "1-URGENT")),
+                  JoinInduced((C_O, O_L), Compare(Column("c_mktsegment", "string"), "=", "BUILDING")),
+                  JoinInduced((R_N, N_C, C_O, O_L), Compare(Column("r_name", "string"), "=", "EUROPE"))]
+    cuts = [CandidateCut(p, "join_induced") for p in predicates]
+
+    narrowed = frames_for_rows(sample, cuts, tables)
+
+    assert narrowed["orders"].count() < tables["orders"].count()
+    assert {t: narrowed[t] for t in ("customer", "nation", "region")} == {
+        t: tables[t] for t in ("customer", "nation", "region")}
+    columns = ["l_orderkey", "l_linenumber", "_cut0", "_cut1", "_cut2"]
+
+    def flags(frames):
+        rows = with_layout_cut_flags(sample, predicates, frames).select(*columns).collect()
+        return sorted((tuple(r) for r in rows), key=lambda r: (r[0] is None, r[0] or 0, r[1:]))
+
+    whole = flags(tables)
+    assert flags(narrowed) == whole
+    assert [r[2:] for r in whole if r[0] in (None, 10 ** 9)] == [(False, False, False)] * 2
+    assert all(any(r[2 + j] for r in whole) for j in range(3))  # every cut holds for some sampled row
+    # a path through orders (an odd one, keys matched as numbers) keeps orders whole
+    through_orders = JoinInduced((Hop("orders", "o_orderkey", "customer", "c_custkey"),
+                                  Hop("customer", "c_custkey", "lineitem", "l_orderkey")),
+                                 Compare(Column("o_orderpriority", "string"), "=", "1-URGENT"))
+    assert frames_for_rows(sample, cuts + [CandidateCut(through_orders, "join_induced")], tables)["orders"] \
+        is tables["orders"]

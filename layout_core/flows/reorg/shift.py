@@ -79,7 +79,7 @@ from layout_core.predicates.reasoning import satisfiable
 from layout_core.runs.sources import active_sources, source_frames
 from layout_core.skipping.router import Route, RoutingIndex, route_analysis
 from layout_core.spark.blocks import word_flags
-from layout_core.spark.featurize import path_tables, sampled_rows, usable_cuts, with_cut_words
+from layout_core.spark.featurize import frames_for_rows, path_tables, sampled_rows, usable_cuts, with_cut_words
 from layout_core.spark.induced import cut_columns
 from layout_core.sql.analysis import QueryAnalysis, QueryError, analyze
 from layout_core.workload.tree_inputs import workload_matrices
@@ -969,8 +969,9 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     total_rows = sum(b.row_count for b in layout.blocks)
     # the sample first: only its rows are joined for the join-induced cuts' bits
     sampled = sampled_rows(rows, table.column_names, settings.sample_rows, total_rows)
-    picked, words = with_cut_words(cut_columns(sampled, [c.predicate for c in cuts], [BLOCK_ID_COLUMN, *columns]),
-                                   cuts, frames)
+    # the sample kept (it is read twice: for its parents' keys, then for its bits)
+    narrow = cut_columns(sampled, [c.predicate for c in cuts], [BLOCK_ID_COLUMN, *columns]).localCheckpoint()
+    picked, words = with_cut_words(narrow, cuts, frames_for_rows(narrow, cuts, frames))
     records = picked.select(BLOCK_ID_COLUMN, *words, *columns).collect()
     if not records:
         return base
