@@ -170,8 +170,10 @@ def words_mask(words: Iterable[int]) -> int:
 def word_flags(words: np.ndarray, n_cuts: int) -> np.ndarray:
     """(n, n_cuts) bool from (n, words) int64 as `cut_words` packs them: flag j = bit j % WORD_BITS
     of word j // WORD_BITS."""
+    # every word's 64 bits, least significant first, then the WORD_BITS of each that hold flags
+    bits = np.unpackbits(np.ascontiguousarray(words, dtype="<i8").view(np.uint8), axis=1, bitorder="little")
     j = np.arange(n_cuts)
-    return ((words[:, j // WORD_BITS] >> (j % WORD_BITS)) & 1).astype(bool)
+    return bits[:, (j // WORD_BITS) * 64 + j % WORD_BITS].astype(bool)
 
 
 def order_code(value: str, kind: str) -> str:

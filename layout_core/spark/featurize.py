@@ -7,9 +7,13 @@ same rows.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Mapping, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -86,6 +90,21 @@ def with_cut_words(df: DataFrame, cuts: Sequence[CandidateCut], frames: Mapping[
     packed = cut_words(len(cuts))
     names = [f"_word{w}" for w in range(len(packed))]
     return flagged.select(*df.columns, *[word.alias(name) for word, name in zip(packed, names)]), names
+
+
+def encoded_column(column: pa.ChunkedArray) -> tuple[np.ndarray, list]:
+    """A column of `DataFrame.toArrow()` as each row's index into its distinct non-NULL values
+    (-1: NULL) and those values as `collect()` gives them (a timestamp with a zone as a naive
+    local datetime, pyspark's `TimestampType.fromInternal`): 150,000 sampled rows cost a Python
+    object per distinct value, not per row (the rows as `collect()` Rows: 11 s at SF 1)."""
+    encoded = column.combine_chunks().dictionary_encode()
+    indices = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    dictionary = encoded.dictionary
+    if pa.types.is_timestamp(dictionary.type) and dictionary.type.tz is not None:
+        micros = pc.cast(dictionary, pa.int64()).to_pylist()
+        return indices, [dt.datetime.fromtimestamp(us // 1_000_000).replace(microsecond=us % 1_000_000)
+                         for us in micros]
+    return indices, dictionary.to_pylist()
 
 
 def vector_sample(df: DataFrame, columns: Sequence[str], sample_rows: int) -> VectorSample:

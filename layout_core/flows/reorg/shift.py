@@ -79,7 +79,14 @@ from layout_core.predicates.reasoning import satisfiable
 from layout_core.runs.sources import active_sources, source_frames
 from layout_core.skipping.router import Route, RoutingIndex, route_analysis
 from layout_core.spark.blocks import word_flags
-from layout_core.spark.featurize import frames_for_rows, path_tables, sampled_rows, usable_cuts, with_cut_words
+from layout_core.spark.featurize import (
+    encoded_column,
+    frames_for_rows,
+    path_tables,
+    sampled_rows,
+    usable_cuts,
+    with_cut_words,
+)
 from layout_core.spark.induced import cut_columns
 from layout_core.sql.analysis import QueryAnalysis, QueryError, analyze
 from layout_core.workload.tree_inputs import workload_matrices
@@ -972,18 +979,20 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     # the sample kept (it is read twice: for its parents' keys, then for its bits)
     narrow = cut_columns(sampled, [c.predicate for c in cuts], [BLOCK_ID_COLUMN, *columns]).localCheckpoint()
     picked, words = with_cut_words(narrow, cuts, frames_for_rows(narrow, cuts, frames))
-    records = picked.select(BLOCK_ID_COLUMN, *words, *columns).collect()
-    if not records:
+    records = picked.select(BLOCK_ID_COLUMN, *words, *columns).toArrow()
+    if not records.num_rows:
         return base
 
     block_index = {b.block_id: i for i, b in enumerate(layout.blocks)}
     m = len(cuts)
-    keyed = np.array([r[:1 + len(words)] for r in records], dtype=np.int64).reshape(len(records), 1 + len(words))
+    keyed = np.column_stack([records.column(c).to_numpy() for c in (BLOCK_ID_COLUMN, *words)]).astype(np.int64)
     key_block, vectors, vector_of_row = distinct_vectors(keyed, m)
     vc = VectorCounts(vectors, np.bincount(vector_of_row, minlength=len(key_block)).astype(np.int64), np.ones(m))
-    values = {c: ColumnValues.of([r[1 + len(words) + j] for r in records]) for j, c in enumerate(columns)}
-    sample = SampledRows(vector_of_row, np.array([block_index[b] for b in keyed[:, 0].tolist()]),
-                         writer_rank([values[c] for c in order], len(records)), values)
+    values = {c: ColumnValues.of_encoded(*encoded_column(records.column(c))) for c in columns}
+    block_ids, block_of_row = np.unique(keyed[:, 0], return_inverse=True)
+    position = np.array([block_index[b] for b in block_ids.tolist()], dtype=np.int64)
+    sample = SampledRows(vector_of_row, position[block_of_row.reshape(-1)],
+                         writer_rank([values[c] for c in order], records.num_rows), values)
     scale = total_rows / len(records)
     block_leaf = np.array([tree.leaf_of_block[b.block_id] for b in layout.blocks], dtype=np.int64)
     predicates = [c.predicate for c in cuts]

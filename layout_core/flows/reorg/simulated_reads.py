@@ -82,6 +82,17 @@ class ColumnValues:
             codes[present] = inverse
         return ColumnValues(codes, values)
 
+    @staticmethod
+    def of_encoded(indices: np.ndarray, distinct: Sequence) -> "ColumnValues":
+        """`of` for rows given as indices into `distinct` values (-1: NULL), a dictionary
+        encoding: the rows' values are never made Python objects one by one."""
+        within = ColumnValues.of(distinct)
+        indices = np.asarray(indices, dtype=np.int64)
+        codes = np.full(len(indices), -1, dtype=np.int64)
+        present = indices >= 0
+        codes[present] = within.codes[indices[present]]
+        return ColumnValues(codes, within.values)
+
 
 @dataclass(frozen=True, eq=False)
 class SampledRows:
