@@ -993,7 +993,7 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     position = np.array([block_index[b] for b in block_ids.tolist()], dtype=np.int64)
     sample = SampledRows(vector_of_row, position[block_of_row.reshape(-1)],
                          writer_rank([values[c] for c in order], records.num_rows), values)
-    scale = total_rows / len(records)
+    scale = total_rows / records.num_rows
     block_leaf = np.array([tree.leaf_of_block[b.block_id] for b in layout.blocks], dtype=np.int64)
     predicates = [c.predicate for c in cuts]
     position = {c.predicate: j for j, c in enumerate(cuts)}
