@@ -989,9 +989,8 @@ def _partition_inputs(spark, catalog, schema: Schema, snapshot: CatalogSnapshot,
     key_block, vectors, vector_of_row = distinct_vectors(keyed, m)
     vc = VectorCounts(vectors, np.bincount(vector_of_row, minlength=len(key_block)).astype(np.int64), np.ones(m))
     values = {c: ColumnValues.of_encoded(*encoded_column(records.column(c))) for c in columns}
-    block_ids, block_of_row = np.unique(keyed[:, 0], return_inverse=True)
-    position = np.array([block_index[b] for b in block_ids.tolist()], dtype=np.int64)
-    sample = SampledRows(vector_of_row, position[block_of_row.reshape(-1)],
+    pair_block = np.array([block_index[b] for b in key_block], dtype=np.int64)  # a row's block is its pair's
+    sample = SampledRows(vector_of_row, pair_block[vector_of_row],
                          writer_rank([values[c] for c in order], records.num_rows), values)
     scale = total_rows / records.num_rows
     block_leaf = np.array([tree.leaf_of_block[b.block_id] for b in layout.blocks], dtype=np.int64)
